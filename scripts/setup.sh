@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up trainperf on a fresh Debian machine: Debian packages for the mini data, a virtual environment
+# with the pinned stack, and the mini datasets (checksummed). Idempotent: a second run changes nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+DEB_PACKAGES="dataset-fashion-mnist"
+
+missing=""
+for p in $DEB_PACKAGES; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.trainperf-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing trainperf and its pinned dependencies (torch 2.14.1, torchvision 0.29.1, ...)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+
+"$VENV/bin/trainperf" data prepare

@@ -1,0 +1,213 @@
+"""The mini rule files and the compliance wrapper, on hand-written MLLOG logs of a mini resnet run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainperf.errors import DataError, UsageError
+from trainperf.rules import compliance, mini_rules
+from trainperf.rules.compliance import check_log, is_target_only_failure
+from trainperf.rules.mini_rules import mini_rule_yaml, write_mini_rules
+from trainperf.spec import BenchmarkSpec
+
+pytest.importorskip("mlperf_logging")
+
+
+def make_spec(**changes) -> BenchmarkSpec:
+    fields = {
+        "key": "resnet",
+        "scale": "mini",
+        "model": "ResNet-8",
+        "dataset": "Fashion-MNIST",
+        "metric": "top1",
+        "target": 0.9,
+        "hparam_keys": ("opt_name", "opt_base_learning_rate"),
+        "runs_required": 5,
+        "eval_every_epochs": 1,
+        "max_epochs": 5,
+        "max_minutes": 5,
+        "target_source": "measured: default recipe, 5 seeds",
+    }
+    fields.update(changes)
+    return BenchmarkSpec(**fields)
+
+
+SPEC = make_spec()
+
+
+def write_log(path: Path, *, accuracies=(0.52, 0.95), status="success", drop=(), values=None, extra=()) -> Path:
+    """A complete mini resnet run in MLLOG lines (after one line of ordinary output)."""
+    values = values or {}
+    clock = iter(range(1_000_000, 2_000_000, 100))
+    lines = ["ordinary stdout line that the checker ignores"]
+
+    def event(key, value=None, event_type="POINT_IN_TIME", **metadata):
+        if key in drop:
+            return
+        value = values.get(key, value)
+        record = {
+            "namespace": "",
+            "time_ms": next(clock),
+            "event_type": event_type,
+            "key": key,
+            "value": value,
+            "metadata": {"file": "x.py", "lineno": 1, **metadata},
+        }
+        lines.append(":::MLLOG " + json.dumps(record))
+
+    event("cache_clear", True)
+    event("init_start", event_type="INTERVAL_START")
+    for key, value in [
+        ("submission_benchmark", "resnet"),
+        ("submission_org", "trainperf"),
+        ("submission_division", "open"),
+        ("submission_platform", "laptop"),
+        ("submission_status", "research"),
+        ("trainperf_version", "0.1"),
+        ("trainperf_scale", "mini"),
+        ("trainperf_division", "closed"),
+        ("seed", 1234),
+        ("global_batch_size", 256),
+        ("gradient_accumulation_steps", 1),
+        ("opt_name", "sgd"),
+        ("opt_base_learning_rate", 0.2),
+        ("train_samples", 60000),
+        ("eval_samples", 10000),
+    ]:
+        event(key, value)
+    for key, value, metadata in extra:
+        event(key, value, **metadata)
+    event("init_stop", event_type="INTERVAL_END")
+    event("run_start", event_type="INTERVAL_START")
+    for epoch, accuracy in enumerate(accuracies):
+        event("block_start", event_type="INTERVAL_START", first_epoch_num=epoch, epoch_count=1)
+        event("epoch_start", event_type="INTERVAL_START", epoch_num=epoch)
+        event("epoch_stop", event_type="INTERVAL_END", epoch_num=epoch)
+        event("eval_start", event_type="INTERVAL_START", epoch_num=epoch)
+        event("eval_accuracy", accuracy, epoch_num=epoch)
+        event("eval_stop", event_type="INTERVAL_END", epoch_num=epoch)
+        event("block_stop", event_type="INTERVAL_END", first_epoch_num=epoch)
+    event("run_stop", event_type="INTERVAL_END", status=status)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def rule_file(tmp_path_factory) -> Path:
+    (path,) = write_mini_rules(tmp_path_factory.mktemp("rules"), [SPEC])
+    return path
+
+
+def check(path: Path, rule_file: Path) -> compliance.CheckResult:
+    return check_log(path, config=rule_file)
+
+
+# --- the generated rule file ----------------------------------------------------------------------
+def test_rule_yaml_is_deterministic_and_describes_itself(rule_file):
+    text = mini_rule_yaml(SPEC)
+    assert text == mini_rule_yaml(make_spec())
+    assert rule_file.read_text(encoding="utf-8") == text
+    assert rule_file.name == "resnet.yaml"
+    assert "benchmark 'resnet'" in text and "measured: default recipe, 5 seeds" in text
+    assert "enqueue_config('training_2.0.0/common.yaml')" in text
+    assert "ATLEAST_ONE_CHECK: \" v['value'] >= 0.9 \"" in text
+    for name in (
+        "trainperf_scale",
+        "trainperf_division",
+        "seed",
+        "global_batch_size",
+        "opt_name",
+        "opt_base_learning_rate",
+    ):
+        assert f"NAME:  {name}\n    REQ:   EXACTLY_ONE" in text
+
+
+def test_lower_is_better_target_and_spec_checks():
+    assert mini_rules.quality_check(make_spec(target=0.25, higher_is_better=False)) == "v['value'] <= 0.25"
+    with pytest.raises(UsageError):
+        mini_rule_yaml(make_spec(scale="reference"))
+    with pytest.raises(UsageError):
+        mini_rule_yaml(make_spec(hparam_keys=("bad key",)))
+
+
+def test_shipped_paths_and_regeneration(tmp_path, monkeypatch):
+    assert mini_rules.shipped_rule_path("resnet") == mini_rules.RULES_DIR / "resnet.yaml"
+    monkeypatch.setattr(mini_rules, "registry_specs", lambda: [SPEC])
+    assert mini_rules.main(["--dest", str(tmp_path), "--check"]) == 1
+    assert mini_rules.main(["--dest", str(tmp_path)]) == 0
+    assert mini_rules.main(["--dest", str(tmp_path), "--check"]) == 0
+
+
+# --- checking logs --------------------------------------------------------------------------------
+def test_run_above_target_passes(tmp_path, rule_file, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = check(write_log(tmp_path / "run.txt"), rule_file)
+    assert result.passed, result.raw
+    assert result.problems == []
+    assert (result.scale, result.benchmark, result.ruleset) == ("mini", "resnet", "2.0.0")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.txt"]  # nothing left in the cwd
+
+
+def test_run_below_target_fails_on_target_only(tmp_path, rule_file):
+    result = check(write_log(tmp_path / "run.txt", accuracies=(0.41, 0.61)), rule_file)
+    assert not result.passed
+    assert is_target_only_failure(result), result.problems
+    assert result.problems == [
+        "quality target not reached: no eval_accuracy line has v['value'] >= 0.9 (best in log: 0.61)"
+    ]
+
+
+def test_missing_seed_is_named(tmp_path, rule_file):
+    result = check(write_log(tmp_path / "run.txt", drop={"seed"}), rule_file)
+    assert not result.passed
+    assert result.problems == ["the log must contain exactly one 'seed' line but has 0"]
+    assert not is_target_only_failure(result)
+
+
+def test_aborted_run_and_closed_mlperf_division_fail(tmp_path, rule_file):
+    result = check(
+        write_log(tmp_path / "run.txt", status="aborted", values={"submission_division": "closed"}), rule_file
+    )
+    assert not result.passed
+    text = "\n".join(result.problems)
+    assert "status 'aborted'" in text
+    assert "division 'open'" in text and "'closed'" in text
+    assert not is_target_only_failure(result)
+
+
+def test_bad_value_names_its_file_line(tmp_path, rule_file):
+    result = check(write_log(tmp_path / "run.txt", values={"trainperf_scale": "reference"}), rule_file)
+    # line 1 is ordinary output; the 10th line holds trainperf_scale
+    assert result.problems == [
+        "the 'trainperf_scale' line at log line 10 has value 'reference', but the rule needs value == 'mini'"
+    ]
+
+
+def test_reference_tensor_list_difference(tmp_path):
+    tensors = [("weights_initialization", None, {"tensor": name}) for name in ("conv0_weight", "bogus")]
+    log = write_log(
+        tmp_path / "run.txt", drop={"trainperf_scale"}, extra=tensors, values={"submission_division": "closed"}
+    )
+    result = check_log(log)
+    assert result.scale == "reference" and result.config is None
+    (problem,) = [p for p in result.problems if p.startswith("weights_initialization")]
+    assert "missing: bn0_beta, bn0_gamma, fc1_bias" in problem and "unexpected: bogus" in problem
+    assert "conv0_weight" not in problem
+
+
+def test_unknown_benchmark_is_a_problem_not_a_crash(tmp_path, rule_file):
+    result = check(write_log(tmp_path / "run.txt", values={"submission_benchmark": "gpt3"}), rule_file)
+    assert not result.passed
+    assert any("unknown benchmark 'gpt3'" in p for p in result.problems)
+
+
+def test_missing_or_empty_log_is_a_user_error(tmp_path):
+    with pytest.raises(UsageError, match="nothing.txt"):
+        check_log(tmp_path / "nothing.txt")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("no mllog here\n", encoding="utf-8")
+    with pytest.raises(DataError, match="empty.txt"):
+        check_log(empty)

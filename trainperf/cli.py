@@ -1,0 +1,332 @@
+"""The `trainperf` command. Thin: it parses options and calls the package; errors print without a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from trainperf.errors import TrainperfError, UsageError
+from trainperf.spec import BENCHMARKS, SCALES
+
+DEFAULT_OUT = Path("trainperf-results")
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("TRAINPERF_DATA_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "trainperf" / "data"
+
+
+def _benchmarks(names: list[str], scale: str) -> tuple[str, ...]:
+    from trainperf import registry
+
+    if not names or names == ["all"]:
+        keys = [k for k in registry.available() if scale in registry.workload_class(k).SPECS]
+        if not keys:
+            raise UsageError(f"no benchmark has a {scale} scale yet")
+        return tuple(keys)
+    for name in names:
+        registry.get_spec(name, scale)  # unknown or unavailable -> clear error
+    return tuple(dict.fromkeys(names))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from trainperf import registry
+
+    table = Table(title="trainperf benchmarks")
+    for col in ("benchmark", "scale", "model", "dataset", "target", "runs"):
+        table.add_column(col)
+    for key in BENCHMARKS:
+        if key not in registry.available():
+            table.add_row(key, "–", "not available yet", "", "", "")
+            continue
+        for scale, spec in registry.workload_class(key).SPECS.items():
+            table.add_row(key, scale, spec.model, spec.dataset, spec.target_text, str(spec.runs_required))
+    Console().print(table)
+    return 0
+
+
+def _relaunch_with_torchrun(nproc: int) -> int:
+    import subprocess
+
+    argv = sys.argv[1:]
+    cleaned, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--nproc":
+            skip = True
+            continue
+        if a.startswith("--nproc="):
+            continue
+        cleaned.append(a)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "trainperf",
+        *cleaned,
+    ]
+    try:
+        return subprocess.call(cmd, env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from trainperf.harness import dist as dist_mod
+
+    if args.nproc < 1:
+        raise UsageError("--nproc must be at least 1")
+    if args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if args.nproc > 1 and not dist_mod.launched_by_torchrun():
+        return _relaunch_with_torchrun(args.nproc)
+    keys = _benchmarks(args.benchmarks, args.scale)
+
+    import torch
+    from rich.console import Console
+
+    from trainperf.harness.progress import ProgressBar
+    from trainperf.harness.suite import SuiteOptions, run_suite
+    from trainperf.report.table import print_summary
+
+    ctx = dist_mod.init_from_env()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx.world_size))
+    console = Console(stderr=False, quiet=args.quiet or not ctx.is_main)
+    options = SuiteOptions(
+        benchmarks=keys,
+        scale=args.scale,
+        runs=args.runs,
+        out=args.out,
+        data_dir=args.data_dir,
+        seed=args.seed,
+        division=args.division or ("closed" if args.scale == "reference" else "open"),
+        org=args.org,
+        availability=args.availability,
+        system_name=args.system_name,
+        dry_run=args.dry_run,
+        drop_caches=args.drop_caches,
+    )
+
+    def observer(key: str, i: int, n: int) -> ProgressBar:
+        return ProgressBar(console, f"{key} run {i + 1}/{n}")
+
+    try:
+        summaries = run_suite(options, ctx, observer_for=observer)
+    finally:
+        dist_mod.shutdown(ctx)
+    if ctx.is_main:
+        print_summary(console, summaries, options)
+    ok = all(r["status"] == "success" for s in summaries for r in s.runs)
+    return 0 if ok or args.dry_run else 1
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from trainperf.data import dataset_for, mini_datasets
+
+    console = Console()
+    keys = args.benchmarks or list(mini_datasets())
+    if keys == ["all"]:
+        keys = list(mini_datasets())
+    failed = False
+    for key in keys:
+        ds = dataset_for(key)
+        if args.action == "prepare":
+            with console.status(f"preparing {key}: {ds.description}"):
+                written = ds.prepare(args.data_dir)
+            problems = ds.verify(args.data_dir)
+            state = f"{len(written)} file(s) written" if written else "already prepared"
+        else:
+            problems = ds.verify(args.data_dir)
+            state = "verified"
+        if problems:
+            failed = True
+            console.print(f"[red]✗ {key}[/red]: " + "; ".join(problems) + f" — run `trainperf data prepare {key}`")
+        else:
+            console.print(f"[green]✓ {key}[/green]: {state} in {args.data_dir}")
+    return 1 if failed else 0
+
+
+def cmd_system(args: argparse.Namespace) -> int:
+    from trainperf.submission.system import check_system_file, describe_system, write_system
+
+    desc = describe_system(
+        org=args.org, division=args.division or "open", availability=args.availability, system_name=args.system_name
+    )
+    if args.output is None:
+        print(json.dumps(desc, indent=2))
+        return 0
+    path = write_system(desc, args.output)
+    problems = check_system_file(path)
+    if problems:
+        print(f"{path}: the official system_desc_checker found problems:", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 1
+    print(f"{path}: written; passes mlperf_logging.system_desc_checker (training 4.0.0)")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from trainperf.rules.compliance import check_log
+
+    console = Console()
+    failed = 0
+    for log in args.logs:
+        res = check_log(log, scale=args.scale)
+        rules = f"ruleset {res.ruleset}" + (" + trainperf mini rules" if res.scale == "mini" else "")
+        if res.passed:
+            console.print(f"[green]PASS[/green] {log} ({res.benchmark}, {res.scale}, {rules})")
+        else:
+            failed += 1
+            console.print(f"[red]FAIL[/red] {log} ({res.benchmark}, {res.scale}, {rules})")
+            for p in res.problems:
+                console.print(f"  - {p}", highlight=False, markup=False)
+        if args.verbose:
+            console.print(res.raw, highlight=False, markup=False)
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="trainperf",
+        description="Time-to-train benchmarks built the way MLPerf Training v2.0 is built: each benchmark "
+        "trains from a fixed start to a quality target; the result is the minutes from run_start to "
+        "run_stop; several runs are combined by olympic scoring.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        help="where datasets live (default: $TRAINPERF_DATA_DIR or ~/.cache/trainperf/data)",
+    )
+
+    sysopts = argparse.ArgumentParser(add_help=False)
+    sysopts.add_argument("--org", default="trainperf-user", help="submitting organization (submission_org)")
+    sysopts.add_argument(
+        "--division",
+        choices=("closed", "open"),
+        default=None,
+        help="closed: reference model and rule-listed hyperparameters only; open: anything "
+        "(default: closed at the reference scale, open at the mini scale)",
+    )
+    sysopts.add_argument(
+        "--availability",
+        choices=("available", "cloud", "preview", "research"),
+        default="available",
+        help="availability category of the system",
+    )
+    sysopts.add_argument(
+        "--system-name", default=None, help="name of the system (default: derived from the hardware, e.g. 1xCPU-2c-...)"
+    )
+
+    r = sub.add_parser(
+        "run",
+        parents=[common, sysopts],
+        help="run benchmarks and score them",
+        description="Run benchmarks: N timed runs each, result files in the MLCommons layout, "
+        "olympic scoring and a results table. An interrupted suite resumes where it stopped.",
+    )
+    r.add_argument(
+        "benchmarks",
+        nargs="*",
+        metavar="BENCHMARK",
+        help=f"benchmark keys ({', '.join(BENCHMARKS)}) or 'all' (default: all available)",
+    )
+    r.add_argument(
+        "--scale",
+        choices=SCALES,
+        default="mini",
+        help="mini: CPU, minutes, offline data; reference: the MLPerf v2.0 model and data",
+    )
+    r.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="runs per benchmark (default 1: a quick preview; a valid score needs the rules' count, e.g. 5 for resnet)",
+    )
+    r.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    r.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i (default 1)")
+    r.add_argument(
+        "--nproc", type=int, default=1, help="processes to launch with torchrun (gloo on CPU, NCCL on GPU); default 1"
+    )
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="a few steps on synthetic data at full model size, to check the path and the log",
+    )
+    r.add_argument(
+        "--drop-caches",
+        action="store_true",
+        help="drop the OS page cache before each run (needs root), logged as cache_clear",
+    )
+    r.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    r.set_defaults(func=cmd_run)
+
+    d = sub.add_parser(
+        "data",
+        parents=[common],
+        help="prepare or verify the mini datasets",
+        description="Build the mini datasets offline (from Debian packages and generators) "
+        "and check them against their checksums.",
+    )
+    d.add_argument("action", choices=("prepare", "verify"))
+    d.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help="benchmark keys (default: all)")
+    d.set_defaults(func=cmd_data)
+
+    s = sub.add_parser(
+        "system",
+        parents=[sysopts],
+        help="describe this machine (MLCommons systems/<name>.json)",
+        description="Capture this machine into the MLCommons system description format and, "
+        "with -o, check it with the official system_desc_checker.",
+    )
+    s.add_argument("-o", "--output", type=Path, default=None, help="write the JSON here (default: print it)")
+    s.set_defaults(func=cmd_system)
+
+    c = sub.add_parser(
+        "check",
+        help="check MLLOG files with the official compliance checker",
+        description="Run mlperf_logging.compliance_checker on result logs: ruleset 2.0.0 for "
+        "reference runs, the official common rules plus trainperf's mini rules for mini runs.",
+    )
+    c.add_argument("logs", nargs="+", type=Path, metavar="LOG")
+    c.add_argument("--scale", choices=SCALES, default=None, help="override the scale read from the log")
+    c.add_argument("-v", "--verbose", action="store_true", help="also print the checker's own output")
+    c.set_defaults(func=cmd_check)
+
+    ls = sub.add_parser("list", help="list the benchmarks, their scales and targets")
+    ls.set_defaults(func=cmd_list)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except TrainperfError as e:
+        print(f"trainperf: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("trainperf: interrupted", file=sys.stderr)
+        return 130

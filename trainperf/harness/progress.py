@@ -1,0 +1,72 @@
+"""A live progress bar for runs (rich); silent when the output is not a terminal."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from trainperf.harness.runner import RunObserver, RunOutcome
+from trainperf.spec import BenchmarkSpec
+
+
+class ProgressBar(RunObserver):
+    """One bar per run: epoch, samples/s, loss and the last evaluated quality."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.console = console
+        self.label = label
+        self.enabled = console.is_terminal
+        self._progress: Progress | None = None
+        self._task = None
+        self._samples = 0
+        self._t0 = 0.0
+        self._quality = math.nan
+        self._steps_per_epoch = 1
+
+    def run_started(self, spec: BenchmarkSpec, total_steps: int) -> None:
+        self._metric = spec.metric
+        self._target = spec.target_text
+        self._t0 = time.perf_counter()
+        self._samples = 0
+        self._steps_per_epoch = max(1, round(total_steps / spec.max_epochs)) if spec.max_epochs else 1
+        if not self.enabled:
+            return
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(self.label, total=total_steps, info="starting")
+
+    def _info(self, loss: float | None = None) -> str:
+        dt = max(time.perf_counter() - self._t0, 1e-9)
+        done = self._progress.tasks[0].completed if self._progress else 0
+        parts = [f"epoch {done / self._steps_per_epoch:.2f}", f"{self._samples / dt:,.0f} samples/s"]
+        if loss is not None:
+            parts.append(f"loss {loss:.3f}")
+        q = "–" if math.isnan(self._quality) else f"{self._quality:.4f}"
+        parts.append(f"{self._metric} {q} (target {self._target})")
+        return "  ".join(parts)
+
+    def step(self, samples: int, loss: float) -> None:
+        self._samples += samples
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1)
+            self._progress.update(self._task, info=self._info(loss))
+
+    def evaluated(self, epoch: float, quality: float) -> None:
+        self._quality = quality
+        if self._progress is not None:
+            self._progress.update(self._task, info=self._info())
+
+    def run_stopped(self, outcome: RunOutcome) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

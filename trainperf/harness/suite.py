@@ -1,0 +1,234 @@
+"""A suite: N runs per benchmark with distinct logged seeds, result files, resume, scoring, summary.
+
+Output layout (MLCommons): ``<out>/results/<system>/<benchmark>/result_<i>.txt`` and
+``<out>/systems/<system>.json``, plus ``<out>/summary.json``. A run is written to a temporary file and
+renamed when it ends, so a result file is always a whole run. A finished run is not redone; a run
+interrupted with Ctrl-C is logged as aborted, moved to ``<out>/interrupted/`` and redone next time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainperf import registry
+from trainperf.errors import ResultsError, RunInterrupted, TrainperfError
+from trainperf.harness.dist import DistContext
+from trainperf.harness.mllog import RunLog
+from trainperf.harness.results import parse_run
+from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
+from trainperf.scoring import Score, score_results
+from trainperf.spec import RunConfig
+
+SUITE_META = "trainperf.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteOptions:
+    benchmarks: tuple[str, ...]
+    scale: str
+    runs: int
+    out: Path
+    data_dir: Path
+    seed: int = 1
+    division: str = "open"
+    org: str = "trainperf-user"
+    availability: str = "available"
+    system_name: str | None = None
+    dry_run: bool = False
+    drop_caches: bool = False
+
+
+@dataclass(kw_only=True)
+class BenchmarkSummary:
+    benchmark: str
+    scale: str
+    target: str
+    runs: list[dict[str, Any]]
+    score: Score
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _check_out_folder(out: Path, system: str, scale: str) -> None:
+    """The output folder must be writable and, if it holds results, hold this system's and scale's."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".probe", delete=True)
+        probe.close()
+    except OSError as e:
+        raise ResultsError(f"output folder {out} is not writable ({e.strerror}); choose another with --out") from None
+    meta_path = out / SUITE_META
+    if meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text())
+            other_system, other_scale = meta["system"], meta["scale"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ResultsError(
+                f"{meta_path} is unreadable or malformed; it is not a trainperf output folder, or "
+                "it was damaged: choose another --out"
+            ) from None
+        if other_system != system:
+            raise ResultsError(
+                f"output folder {out} holds results of system {other_system!r}, but this run is on "
+                f"{system!r}: results of two systems are never mixed in one run folder. Use another "
+                f"--out, or --system-name {other_system} if this really is that machine"
+            )
+        if other_scale != scale:
+            raise ResultsError(
+                f"output folder {out} holds {other_scale}-scale results; this run is {scale}-scale: use another --out"
+            )
+    else:
+        atomic_write_text(meta_path, json.dumps({"system": system, "scale": scale}, indent=2) + "\n")
+
+
+def _resume_run(path: Path, system: str, scale: str, benchmark: str) -> dict[str, Any]:
+    logged = parse_run(path)
+    if logged.status is None or logged.minutes is None:
+        raise ResultsError(f"{path} is not a complete run (no run_start/run_stop): delete it to redo the run")
+    if logged.platform != system:
+        raise ResultsError(
+            f"{path} was made on system {logged.platform!r}, not {system!r}: it does not belong in "
+            "this folder; move it away or use another --out"
+        )
+    if logged.scale != scale or logged.benchmark != benchmark:
+        raise ResultsError(f"{path} is a {logged.scale} {logged.benchmark} run, not {scale} {benchmark}")
+    return {
+        "seed": logged.seed,
+        "status": logged.status,
+        "minutes": logged.minutes,
+        "log": str(path),
+        "resumed": True,
+        "curve": logged.curve,
+    }
+
+
+def run_suite(
+    options: SuiteOptions,
+    dist: DistContext,
+    *,
+    observer_for: Any = None,
+) -> list[BenchmarkSummary]:
+    """Run (or resume) every benchmark's runs; write result files and the summary on rank 0."""
+    from trainperf.submission.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
+
+    system = options.system_name or default_system_name(nodes=1)
+    if dist.is_main:
+        _check_out_folder(options.out, system, options.scale)
+        desc = describe_system(
+            org=options.org, division=options.division, availability=options.availability, system_name=system
+        )
+        write_system(desc, options.out / "systems" / f"{system}.json")
+    dist.barrier()
+    submission = Submission(org=options.org, platform=system, status=SUBMISSION_STATUS[options.availability])
+    summaries = []
+    for key in options.benchmarks:
+        spec = registry.get_spec(key, options.scale)
+        cls = registry.workload_class(key)
+        result_dir = options.out / "results" / system / key
+        if dist.is_main:
+            result_dir.mkdir(parents=True, exist_ok=True)
+        runs: list[dict[str, Any]] = []
+        for i in range(options.runs):
+            final = result_dir / f"result_{i}.txt"
+            resumed = None
+            if dist.is_main and final.exists():
+                resumed = _resume_run(final, system, options.scale, key)
+            resumed = dist.broadcast_object(resumed)
+            if resumed is not None:
+                runs.append(resumed)
+                continue
+            seed = options.seed + i
+            config = RunConfig(seed=seed, dry_run=options.dry_run, division=options.division)
+            partial = result_dir / f".result_{i}.txt.partial"
+            log = RunLog(partial if dist.is_main else None)
+            observer = observer_for(key, i, options.runs) if observer_for else RunObserver()
+            try:
+                outcome = execute_run(
+                    cls,
+                    spec,
+                    config,
+                    log=log,
+                    submission=submission,
+                    data_dir=options.data_dir,
+                    dist=dist,
+                    observer=observer,
+                    drop_caches=options.drop_caches,
+                )
+            except RunInterrupted:
+                log.close()
+                if dist.is_main:
+                    kept = options.out / "interrupted" / system / key / f"result_{i}.txt"
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(partial, kept)
+                raise
+            except BaseException:
+                log.close()
+                if dist.is_main:
+                    partial.unlink(missing_ok=True)
+                raise
+            log.close()
+            if dist.is_main:
+                os.replace(partial, final)
+            runs.append(_run_record(outcome, final))
+        score = score_results(
+            [(r["status"] == "success", r["minutes"]) for r in runs],
+            runs_required=spec.runs_required,
+            dropped=spec.runs_dropped,
+        )
+        summaries.append(
+            BenchmarkSummary(benchmark=key, scale=options.scale, target=spec.target_text, runs=runs, score=score)
+        )
+        if dist.is_main:
+            write_summary(options.out, system, summaries)
+    return summaries
+
+
+def _run_record(outcome: RunOutcome, path: Path) -> dict[str, Any]:
+    rec = asdict(outcome)
+    rec["log"] = str(path)
+    rec["resumed"] = False
+    return rec
+
+
+def write_summary(out: Path, system: str, summaries: list[BenchmarkSummary]) -> Path:
+    doc = {
+        "system": system,
+        "benchmarks": [
+            {
+                "benchmark": s.benchmark,
+                "scale": s.scale,
+                "target": s.target,
+                "score_minutes": s.score.minutes,
+                "score_label": s.score.label,
+                "valid": s.score.valid,
+                "note": s.score.note,
+                "spread_minutes": s.score.spread,
+                "runs": s.runs,
+            }
+            for s in summaries
+        ],
+    }
+    path = out / "summary.json"
+    try:
+        atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
+    except OSError as e:
+        raise ResultsError(f"cannot write {path}: {e.strerror}") from None
+    return path
+
+
+__all__ = ["SuiteOptions", "BenchmarkSummary", "run_suite", "write_summary", "TrainperfError"]

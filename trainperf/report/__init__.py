@@ -1,0 +1,1 @@
+"""Results tables (and, later, reports with charts)."""

@@ -1,0 +1,481 @@
+"""Run MLCommons' compliance checker on one MLLOG file and explain its verdict in plain words.
+
+Reference-scale logs are checked against the official v2.0 rules as they are; mini-scale logs against
+the shipped mini rule file of their benchmark (see :mod:`trainperf.rules.mini_rules`), which runs the
+official ``common.yaml`` too. The checker runs in a subprocess (its rules are Python strings that it
+evaluates, and it keeps global state between files); trainperf itself only json-parses the log to
+pick the rules and to explain the checker's messages, and never evaluates anything from it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import operator
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import DataError, NotAvailableError, UsageError
+from trainperf.rules import mini_rules
+from trainperf.spec import BENCHMARKS, MLPERF_RULESET, SCALES
+
+CHECKER_MODULE = "mlperf_logging.compliance_checker"
+CHECKER_TIMEOUT_S = 120
+MLLOG_TOKEN = ":::MLLOG "
+TARGET_PROBLEM = "quality target not reached"  # every target problem starts with this
+_SEPARATOR = "\n" + "-" * 30 + "\n"  # how the checker joins its messages
+_RECORD_FIELDS = ("time_ms", "key", "value", "metadata")  # the checker crashes when one is missing
+_SHOWN = 10  # names listed before "... and N more"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult:
+    """The official checker's verdict on one log, with each failure explained in plain words."""
+
+    path: Path
+    passed: bool
+    scale: str
+    benchmark: str | None
+    ruleset: str
+    config: Path | None  # the --config given to the checker; None: the official rules alone
+    problems: list[str]
+    raw: str  # the checker's full output (stdout and stderr)
+    warnings: list[str] = field(default_factory=list)  # reported by the checker without failing
+
+
+def is_target_only_failure(result: CheckResult) -> bool:
+    """True when the log failed and every problem is the quality target (e.g. a reference dry run)."""
+    return not result.passed and bool(result.problems) and all(p.startswith(TARGET_PROBLEM) for p in result.problems)
+
+
+# --- reading the log ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Line:
+    lineno: int  # 1-based line number in the file
+    record: dict[str, Any] | None  # None: not valid JSON
+    error: str = ""
+
+
+def _read_log(path: Path) -> list[_Line]:
+    """MLLOG records in checker order (its "line N" counts these records from 0)."""
+    if not path.exists():
+        raise UsageError(f"log file {path} does not exist")
+    if not path.is_file():
+        raise UsageError(f"{path} is not a file: give the path of one MLLOG file (e.g. result_0.txt)")
+    lines = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for lineno, text in enumerate(f, start=1):
+            if MLLOG_TOKEN not in text:
+                continue
+            text = text[text.rindex(MLLOG_TOKEN) + len(MLLOG_TOKEN) :].strip()  # as the checker does
+            try:
+                record = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                lines.append(_Line(lineno, None, str(exc)))
+                continue
+            if not isinstance(record, dict):
+                lines.append(_Line(lineno, None, "the record is not a JSON object"))
+            else:
+                lines.append(_Line(lineno, record))
+    if not lines:
+        raise DataError(
+            f"{path} has no MLLOG lines (lines with '{MLLOG_TOKEN.strip()} {{json}}'): "
+            "is it the log of a trainperf or MLPerf run?"
+        )
+    return lines
+
+
+def _records(lines: list[_Line], key: str) -> list[tuple[int, dict[str, Any]]]:
+    return [(ln.lineno, ln.record) for ln in lines if ln.record is not None and ln.record.get("key") == key]
+
+
+def _first_value(lines: list[_Line], key: str) -> Any:
+    found = _records(lines, key)
+    return found[0][1].get("value") if found else None
+
+
+def _metadata(record: dict[str, Any]) -> dict[str, Any]:
+    md = record.get("metadata")
+    return md if isinstance(md, dict) else {}
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _short(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOWN])
+    return shown + (f", ... and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+
+
+def _preflight(lines: list[_Line], benchmark: str | None) -> list[str]:
+    """Problems that crash the official checker, found before running it."""
+    problems = []
+    if benchmark is not None and benchmark not in BENCHMARKS:
+        problems.append(
+            f"unknown benchmark {benchmark!r} in submission_benchmark: the MLPerf Training "
+            f"v{MLPERF_RULESET} benchmarks are {', '.join(BENCHMARKS)}"
+        )
+    incomplete = [
+        f"{ln.lineno} (no {', '.join(repr(k) for k in _RECORD_FIELDS if k not in ln.record)})"
+        for ln in lines
+        if ln.record is not None and not all(k in ln.record for k in _RECORD_FIELDS)
+    ]
+    if incomplete:
+        problems.append(
+            "MLLOG records must have the fields time_ms, key, value and metadata; incomplete "
+            f"at line {_short(incomplete)}"
+        )
+    for lineno, rec in _records(lines, "eval_accuracy"):
+        value = rec.get("value")
+        if benchmark == "maskrcnn":
+            ok = isinstance(value, dict) and all(_is_number(value.get(f)) for f in ("BBOX", "SEGM"))
+            need = "an object with numbers BBOX and SEGM"
+        else:
+            ok = _is_number(value)
+            need = "a number"
+        if not ok:
+            problems.append(f"the eval_accuracy line at log line {lineno} has value {value!r}; it must be {need}")
+            break
+    return problems
+
+
+# --- running the checker --------------------------------------------------------------------------
+def _checker_dir() -> Path:
+    spec = importlib.util.find_spec(CHECKER_MODULE)
+    if spec is None or spec.origin is None:
+        raise NotAvailableError("the MLCommons compliance checker is not installed: pip install mlperf-logging")
+    return Path(spec.origin).parent
+
+
+def _run_checker(path: Path, config: Path | None) -> tuple[int | None, str, str]:
+    """(exit code or None on timeout, stdout, stderr); runs in a temp dir so nothing lands in the cwd."""
+    with tempfile.TemporaryDirectory(prefix="trainperf-check-") as tmp:
+        cmd = [
+            sys.executable,
+            "-m",
+            CHECKER_MODULE,
+            "--usage",
+            "training",
+            "--ruleset",
+            MLPERF_RULESET,
+            "--log_output",
+            str(Path(tmp) / "compliance_checker.log"),
+        ]
+        if config is not None:
+            cmd += ["--config", str(config)]
+        cmd.append(str(path))
+        env = {**os.environ, "PYTHONHASHSEED": "0"}  # the checker prints sets; keep its output stable
+        try:
+            proc = subprocess.run(
+                cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=CHECKER_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+            return None, out, err
+        return proc.returncode, proc.stdout, proc.stderr
+
+
+def _messages(stderr: str) -> list[str]:
+    """The checker's messages: one WARNING block after the last 'Compliance checks' line."""
+    starts = [m.end() for m in re.finditer(r"^INFO -  Compliance checks: .*$", stderr, re.MULTILINE)]
+    tail = stderr[starts[-1] :] if starts else stderr
+    begin = tail.find("\nWARNING -  ")
+    if begin < 0:
+        return []
+    block = tail[begin + len("\nWARNING -  ") :]
+    block = re.split(r"\n(?:ERROR - FAILED|INFO - SUCCESS|Traceback \(most recent call last\))", block)[0]
+    return [m.strip() for m in block.split(_SEPARATOR) if m.strip()]
+
+
+# --- explaining the checker's messages ------------------------------------------------------------
+_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+_COMPARISON = re.compile(
+    r"v\['value'\](?:\['(?P<field>\w+)'\])?\s*(?P<op>>=|<=|>|<)\s*(?P<num>[-+]?[\d.]+(?:e[-+]?\d+)?)"
+)
+_STATE_CHECKS = {
+    "s['init_started']": "comes before any init_start",
+    "not s['init_stopped']": "comes after init_stop (initialization was already over)",
+    "not s['run_started']": "comes after run_start",
+    "s['run_started']": "comes before run_start",
+    "( s['init_stopped'] == True )": "comes before init_stop",
+    "v['metadata']['epoch_count'] > 0": "has metadata epoch_count that is not positive",
+}
+
+
+def _explain_line_check(test: str, value: Any) -> str:
+    test = test.strip()
+    if test in _STATE_CHECKS:
+        return _STATE_CHECKS[test]
+    if "compile_time_mins" in test:
+        return (
+            "comes too long after the first init_start: untimed initialization may last at most 30 "
+            "minutes (closed) or 240 minutes (open)"
+        )
+    if m := re.fullmatch(r"'(\w+)' in v\['metadata'\]", test):
+        return f"lacks metadata '{m[1]}'"
+    if m := re.fullmatch(r"'(\w+)' in v\['value'\]", test):
+        return f"has no field '{m[1]}' in its value {value!r}"
+    if m := re.fullmatch(r"v\['value'\] in (\[.*\])", test):
+        return f"has value {value!r}, which is not one of {m[1]}"
+    if test == "v['value'] != ''":
+        return "has an empty value"
+    if m := re.fullmatch(r"v\['value'\] (==|!=|>=|<=|>|<) (.+)", test):
+        return f"has value {value!r}, but the rule needs value {m[1]} {m[2]}"
+    return f"has value {value!r}, which breaks the official rule `{test}`"
+
+
+def _explain_target(expr: str, lines: list[_Line]) -> str:
+    expr = " ".join(expr.split())
+    values = [rec.get("value") for _, rec in _records(lines, "eval_accuracy")]
+    comps = [(m["field"], m["op"], float(m["num"])) for m in _COMPARISON.finditer(expr)]
+    targets = [c for c in comps if c[1] in (">=", "<=")]
+    if not targets:  # the open rules' sanity bound, e.g. v['value'] < 1.0
+        return (
+            f"no eval_accuracy line passes the official check `{expr}`: a perfect score is rejected "
+            f"(values in log: {_short([repr(v) for v in values])})"
+        )
+
+    def get(value: Any, fld: str | None) -> float | None:
+        x = value.get(fld) if fld and isinstance(value, dict) else (None if fld else value)
+        return float(x) if _is_number(x) and not math.isnan(x) else None
+
+    def reaches(value: Any) -> bool:
+        got = [(get(value, f), op, t) for f, op, t in targets]
+        return all(x is not None and _OPS[op](x, t) for x, op, t in got)
+
+    best = []
+    for fld, op, _ in targets:
+        xs = [x for x in (get(v, fld) for v in values) if x is not None]
+        pick = (max if op == ">=" else min)(xs) if xs else None
+        best.append(f"{fld + ' ' if fld else ''}{'none' if pick is None else f'{pick:g}'}")
+    cond = " and ".join(f"v['value']{f'[{f!r}]' if f else ''} {op} {t:g}" for f, op, t in targets)
+    if any(reaches(v) for v in values):
+        return (
+            f"no eval_accuracy line passes the official check `{expr}`: the values that reach "
+            f"{cond} are outside its valid range"
+        )
+    return f"{TARGET_PROBLEM}: no eval_accuracy line has {cond} (best in log: {', '.join(best)})"
+
+
+def _expected_tensors(benchmark: str) -> list[str] | None:
+    """The reference tensor names of closed_<benchmark>.yaml, read as data (never evaluated)."""
+    import yaml  # installed with mlperf-logging
+
+    path = _checker_dir() / f"training_{MLPERF_RULESET}" / f"closed_{benchmark}.yaml"
+    try:
+        records = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except (OSError, yaml.YAMLError):
+        return None
+    for rec in records:
+        checks = rec.get("END", {}).get("CHECK", []) if isinstance(rec, dict) else []
+        for check in [checks] if isinstance(checks, str) else checks:
+            if "initialized_tensors" in check and "==" in check:
+                return re.findall(r"""["']([^"']+)["']""", check.split("==", 1)[1])
+    return None
+
+
+def _explain_tensors(lines: list[_Line], benchmark: str | None) -> str:
+    logged = Counter(
+        str(_metadata(rec).get("tensor"))
+        for _, rec in _records(lines, "weights_initialization")
+        if "tensor" in _metadata(rec)
+    )
+    expected = Counter(_expected_tensors(benchmark) or []) if benchmark in BENCHMARKS else Counter()
+    if not expected:
+        return (
+            "weights_initialization: the tensor list does not match the reference model's "
+            f"({sum(logged.values())} tensors logged)"
+        )
+    missing = sorted((expected - logged).elements())
+    unexpected = sorted((logged - expected).elements())
+    parts = [f"missing: {_short(missing)}"] if missing else []
+    parts += [f"unexpected: {_short(unexpected)}"] if unexpected else []
+    return (
+        f"weights_initialization: the reference tensor list does not match ({'; '.join(parts)}); "
+        f"log one event per tensor of the reference model ({sum(expected.values())} in "
+        f"training_{MLPERF_RULESET}/closed_{benchmark}.yaml), under those names"
+    )
+
+
+def _explain_end(test: str, lines: list[_Line], benchmark: str | None) -> str:
+    test = test.strip()
+    if test == mini_rules.DIVISION_CHECK:
+        return (
+            f"mini logs must declare MLPerf division 'open' (submission_division is "
+            f"{_first_value(lines, 'submission_division')!r}): the closed v{MLPERF_RULESET} rules "
+            "enforce the reference target and model; trainperf's own division goes in trainperf_division"
+        )
+    if test == mini_rules.STATUS_CHECK:
+        stops = _records(lines, "run_stop")
+        if not stops:
+            return "the run has no run_stop line, so it did not end with status 'success'"
+        status = _metadata(stops[0][1]).get("status")
+        return f"the run stopped with status {status!r}, not 'success': only successful runs count"
+    if test.startswith("sorted(s['initialized_tensors'])"):
+        return _explain_tensors(lines, benchmark)
+    return f"the log breaks the official end-of-log rule `{' '.join(test.split())}`"
+
+
+def _line_of(full: str, lines: list[_Line]) -> tuple[int | None, dict[str, Any]]:
+    try:
+        record = json.loads(full.strip()[len(MLLOG_TOKEN) :]) if full.strip().startswith(MLLOG_TOKEN) else {}
+    except (ValueError, RecursionError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+    for ln in lines:
+        if ln.record == record:
+            return ln.lineno, record
+    return None, record
+
+
+def _explain(msg: str, lines: list[_Line], benchmark: str | None) -> tuple[str | None, str | None]:
+    """(problem, warning) for one checker message; exactly one of them is set."""
+    first = msg.splitlines()[0]
+    if m := re.match(
+        r"Required EXACTLY_ONE occurrence of '([^']+)' but found (\d+)( with different values: (.*))?$", first
+    ):
+        key, n = m[1], int(m[2])
+        if n > 1 and not m[3]:
+            return None, f"'{key}' is logged {n} times with the same value; the rules ask for exactly one"
+        extra = f" (with different values: {m[4]})" if m[3] else ""
+        return f"the log must contain exactly one '{key}' line but has {n}{extra}", None
+    if m := re.match(r"Required AT_LEAST_ONE occurrence of '([^']+)' but found (\d+)$", first):
+        return f"the log must contain at least one '{m[1]}' line but has none", None
+    if m := re.match(r"Required AT_LEAST\((\d+)\) occurrence of '([^']+)' but found (\d+)$", first):
+        return f"the log must contain at least {m[1]} '{m[2]}' lines but has {m[3]}", None
+    if m := re.match(r"Required AT_LEAST_ONE occurrence of (.+)$", first):
+        names = " or ".join(f"'{k}'" for k in sorted(re.findall(r"'([^']+)'", m[1])))
+        return f"the log must contain at least one {names} line but has none", None
+    if m := re.match(r"Failed checks for (\S+) :(.*)$", first):
+        if m[1] == "eval_accuracy":
+            return _explain_target(m[2], lines), None
+        return f"no '{m[1]}' line passes the official check `{m[2].strip()}`", None
+    if m := re.match(
+        r"CHECK for '([^']*)' failed in line (\d+):\n(.*?)\nfailed test: (.*?)\ncurrent context", msg, re.DOTALL
+    ):
+        index = int(m[2])  # the checker counts MLLOG records from 0
+        if index < len(lines) and lines[index].record is not None:
+            lineno, record = lines[index].lineno, lines[index].record
+        else:
+            lineno, record = _line_of(m[3], lines)
+        where = f"at log line {lineno}" if lineno else f"(MLLOG record {index + 1})"
+        return f"the '{m[1]}' line {where} {_explain_line_check(m[4], record.get('value'))}", None
+    if m := re.match(
+        r"Failed executing CHECK code:\n(.*?)\ntriggered by line:\n(.*?)\ncurrent context", msg, re.DOTALL
+    ):
+        lineno, record = _line_of(m[2], lines)
+        return (
+            f"the '{record.get('key')}' line at log line {lineno} could not be checked against "
+            f"`{m[1].strip()}`: its value {record.get('value')!r} or its metadata has the wrong type"
+        ), None
+    if m := re.match(r"Failed executing code (\w+) code triggered by line :\n(.*)", msg, re.DOTALL):
+        lineno, record = _line_of(m[2], lines)
+        return (
+            f"the '{record.get('key')}' line at log line {lineno} has a value or metadata the "
+            "official rules cannot read"
+        ), None
+    if m := re.match(r"failed test: (.*?)\ncurrent context", msg, re.DOTALL):
+        return _explain_end(m[1], lines, benchmark), None
+    if m := re.match(r"Failed executing CHECK code:\n(.*?)\ncurrent context", msg, re.DOTALL):
+        return f"the official end-of-log rule `{' '.join(m[1].split())}` could not be evaluated on this log", None
+    if m := re.match(r"Could not find config file: (.*)$", first):
+        return f"the rule file {m[1]} does not exist", None
+    if first.startswith("Log lines had parsing errors"):
+        bad = [str(ln.lineno) for ln in lines if ln.record is None]
+        where = f" (line {_short(bad)}: {next(ln.error for ln in lines if ln.record is None)})" if bad else ""
+        return f"some MLLOG lines are not valid JSON records{where}; fix or remove them", None
+    if first.startswith("No log lines detected"):
+        return "the log has no MLLOG lines", None
+    return f"the official checker reports: {first}", None
+
+
+def check_log(
+    path: Path, *, scale: str | None = None, key: str | None = None, config: Path | None = None
+) -> CheckResult:
+    """Check one MLLOG file with the official checker and explain every failure.
+
+    ``scale`` defaults to the log's ``trainperf_scale`` (``reference`` when absent); ``key`` (the
+    benchmark) to its ``submission_benchmark``. Reference logs get the official v2.0 rules alone, mini
+    logs the shipped mini rule file of their benchmark; ``config`` replaces that file (e.g. one written
+    by :func:`trainperf.rules.mini_rules.write_mini_rules`).
+    """
+    path = Path(path)
+    lines = _read_log(path)
+    if scale is None:
+        logged = _first_value(lines, "trainperf_scale")
+        scale = "reference" if logged is None else logged
+        if scale not in SCALES:
+            raise DataError(
+                f"{path}: trainperf_scale is {logged!r}, not one of {', '.join(SCALES)}; "
+                "fix the log or choose the scale explicitly"
+            )
+    elif scale not in SCALES:
+        raise UsageError(f"unknown scale {scale!r}: choose one of {', '.join(SCALES)}")
+    logged_benchmark = _first_value(lines, "submission_benchmark")
+    benchmark = key if key is not None else logged_benchmark
+    if key is not None and key not in BENCHMARKS:
+        raise UsageError(f"unknown benchmark {key!r}: the benchmarks are {', '.join(BENCHMARKS)}")
+    if config is not None:
+        config = Path(config).resolve()
+        if not config.is_file():
+            raise UsageError(f"rule file {config} does not exist")
+    elif scale == "mini" and benchmark in BENCHMARKS:
+        config = mini_rules.shipped_rule_path(benchmark).resolve()
+        if not config.is_file():
+            raise NotAvailableError(
+                f"no mini rule file for {benchmark!r} at {config}: regenerate the "
+                "shipped files with `python -m trainperf.rules.mini_rules`"
+            )
+
+    def result(passed: bool, problems: list[str], raw: str, warnings: list[str] | None = None) -> CheckResult:
+        return CheckResult(
+            path=path,
+            passed=passed,
+            scale=scale,
+            benchmark=benchmark,
+            ruleset=MLPERF_RULESET,
+            config=config,
+            problems=list(dict.fromkeys(problems)),
+            raw=raw,
+            warnings=list(dict.fromkeys(warnings or [])),
+        )
+
+    problems = _preflight(lines, benchmark)
+    if key is not None and logged_benchmark is not None and logged_benchmark != key:
+        problems.insert(0, f"the log is for benchmark {logged_benchmark!r} (submission_benchmark), not {key!r}")
+    if scale == "mini" and benchmark is None and config is None:
+        problems.insert(
+            0,
+            "the log has no submission_benchmark line, so its mini rules cannot be chosen; "
+            "log the benchmark or name it explicitly",
+        )
+    if problems:
+        return result(False, problems, "(the official checker was not run: fix the problems listed first)")
+
+    _checker_dir()  # a clear error when mlperf-logging is missing
+    rc, out, err = _run_checker(path.resolve(), config)
+    raw = out + err
+    if rc is None:
+        return result(False, [f"the official checker did not finish within {CHECKER_TIMEOUT_S} s"], raw)
+    problems, warnings = [], []
+    for msg in _messages(err):
+        problem, warning = _explain(msg, lines, benchmark)
+        problems += [problem] if problem else []
+        warnings += [warning] if warning else []
+    crashed = "Traceback (most recent call last)" in err
+    if crashed and not any("does not exist" in p for p in problems):
+        last = err.strip().splitlines()[-1] if err.strip() else "no output"
+        problems.append(f"the official checker stopped with an error ({last}); its full output is in raw")
+    if rc != 0 and not problems:
+        problems.append(f"the official checker failed (exit code {rc}) without a message; see raw")
+    return result(rc == 0 and not problems, problems, raw, warnings)

@@ -1,0 +1,1 @@
+"""Submission artefacts in the MLCommons layout: system descriptions, result folders and their checks."""

@@ -1,0 +1,1 @@
+"""The benchmarks' workloads, one folder each."""

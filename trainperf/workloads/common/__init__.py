@@ -1,0 +1,1 @@
+"""Pieces several workloads share: schedules, metrics, data helpers."""
