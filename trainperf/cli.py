@@ -85,15 +85,15 @@ def _relaunch_with_torchrun(nproc: int) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from trainperf.harness import dist as dist_mod
-
     if args.nproc < 1:
         raise UsageError("--nproc must be at least 1")
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
+    keys = _benchmarks(args.benchmarks, args.scale)
+    from trainperf.harness import dist as dist_mod
+
     if args.nproc > 1 and not dist_mod.launched_by_torchrun():
         return _relaunch_with_torchrun(args.nproc)
-    keys = _benchmarks(args.benchmarks, args.scale)
 
     import torch
     from rich.console import Console

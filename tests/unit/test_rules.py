@@ -211,3 +211,7 @@ def test_missing_or_empty_log_is_a_user_error(tmp_path):
     empty.write_text("no mllog here\n", encoding="utf-8")
     with pytest.raises(DataError, match="empty.txt"):
         check_log(empty)
+
+
+def test_shipped_mini_rule_files_match_the_specs():
+    assert mini_rules.stale_shipped() == [], "run `python -m trainperf.rules.mini_rules` to regenerate"

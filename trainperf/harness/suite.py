@@ -8,6 +8,7 @@ interrupted with Ctrl-C is logged as aborted, moved to ``<out>/interrupted/`` an
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
@@ -184,6 +185,7 @@ def run_suite(
             log.close()
             if dist.is_main:
                 os.replace(partial, final)
+            gc.collect()  # free the run's model and data before the next run builds its own
             runs.append(_run_record(outcome, final))
         score = score_results(
             [(r["status"] == "success", r["minutes"]) for r in runs],

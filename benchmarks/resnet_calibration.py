@@ -1,0 +1,84 @@
+"""Calibrate the mini resnet target: time-to-train over several seeds, and what an untrained network scores.
+
+    python benchmarks/resnet_calibration.py --runs 5 --out /tmp/resnet-calibration
+
+Runs the default recipe through the real harness (`trainperf run resnet --runs N`), then evaluates the
+untrained network (same seeds, same evaluation code) and prints both. The figures go in
+trainperf/workloads/resnet/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from trainperf import registry
+from trainperf.cli import default_data_dir
+from trainperf.harness.dist import DistContext
+from trainperf.harness.runner import seed_everything
+from trainperf.spec import RunConfig
+
+
+def untrained_quality(seed: int, data_dir: Path) -> float:
+    spec = registry.get_spec("resnet", "mini")
+    w = registry.workload_class("resnet")(spec, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
+    w.prepare()
+    seed_everything(seed)
+    return w.evaluate(w.build_model())
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=Path("/tmp/resnet-calibration"))
+    p.add_argument("--data-dir", type=Path, default=default_data_dir())
+    a = p.parse_args()
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainperf",
+        "run",
+        "resnet",
+        "--runs",
+        str(a.runs),
+        "--seed",
+        str(a.seed),
+        "--out",
+        str(a.out),
+        "--data-dir",
+        str(a.data_dir),
+        "--quiet",
+    ]
+    subprocess.call(cmd)
+    summary = json.loads((a.out / "summary.json").read_text())["benchmarks"][0]
+    spec = registry.get_spec("resnet", "mini")
+    print(f"target {spec.target_text}")
+    for r in summary["runs"]:
+        curve = r.get("curve") or []
+        last = curve[-1] if curve else (0, 0, float("nan"))
+        print(
+            f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  epochs {last[1]:.1f}  "
+            f"top1 {last[2]:.4f}  overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
+            f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
+        )
+    ok = [r["minutes"] * 60 for r in summary["runs"] if r["status"] == "success"]
+    print(
+        f"reached: {len(ok)}/{len(summary['runs'])}; median time-to-train "
+        f"{statistics.median(ok) if ok else float('nan'):.1f} s; score {summary['score_minutes']} min "
+        f"({summary['score_label']})"
+    )
+    torch.set_num_threads(2)
+    untrained = [untrained_quality(a.seed + i, a.data_dir) for i in range(a.runs)]
+    print("untrained top1: " + ", ".join(f"{q:.4f}" for q in untrained))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""Shared fixtures: the prepared mini data, a tiny fake workload, and helpers to read MLLOG files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from trainperf.cli import default_data_dir
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The mini datasets, prepared (idempotently) from Debian's packages as `trainperf data prepare` does."""
+    from trainperf.workloads.resnet import data as resnet_data
+
+    root = default_data_dir()
+    if not resnet_data.DEBIAN_DIR.exists() and resnet_data.verify_mini(root):
+        pytest.fail("Debian's dataset-fashion-mnist is not installed: run `make setup` (scripts/setup.sh)")
+    resnet_data.prepare_mini(root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _two_threads(monkeypatch):
+    # Keep tests at the machine's size and stop a test from leaking its environment.
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+    yield
+
+
+def trainperf_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

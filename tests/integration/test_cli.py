@@ -1,0 +1,100 @@
+"""The `trainperf` command as a user meets it: help, clear errors, system description, dry runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from trainperf.rules.compliance import check_log, is_target_only_failure
+
+
+def trainperf(*args, cwd=None, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", "trainperf", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
+
+
+def test_help_explains_the_commands():
+    r = trainperf("--help")
+    assert r.returncode == 0
+    for word in ("run", "data", "system", "check", "list"):
+        assert word in r.stdout
+    assert "--runs" in trainperf("run", "--help").stdout
+
+
+def test_unknown_benchmark_is_a_clear_error(tmp_path):
+    r = trainperf("run", "resnet50", "--out", tmp_path / "o")
+    assert r.returncode == 2
+    assert "unknown benchmark 'resnet50'" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_unbuilt_benchmark_says_not_available_yet(tmp_path):
+    r = trainperf("run", "minigo", "--out", tmp_path / "o")
+    assert r.returncode == 2 and "not available yet" in r.stderr
+
+
+def test_unwritable_output_folder(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = trainperf("run", "resnet", "--out", blocker / "out")
+    assert r.returncode == 2
+    assert "not writable" in r.stderr and str(blocker / "out") in r.stderr
+
+
+def test_corrupt_dataset_names_the_file_and_writes_no_result(tmp_path, data_dir):
+    import shutil
+
+    from trainperf.workloads.resnet import data
+
+    bad = tmp_path / "data"
+    shutil.copytree(data.mini_dir(data_dir), data.mini_dir(bad))
+    f = data.mini_dir(bad) / "train-images-idx3-ubyte"
+    f.write_bytes(f.read_bytes()[:5000])
+    r = trainperf("run", "resnet", "--data-dir", bad, "--out", tmp_path / "o")
+    assert r.returncode == 2
+    assert "train-images-idx3-ubyte" in r.stderr and "trainperf data prepare resnet" in r.stderr
+    assert not list((tmp_path / "o" / "results").rglob("*.txt"))
+    assert not list((tmp_path / "o" / "results").rglob("*.partial"))
+
+
+def test_data_verify_reports_missing_files(tmp_path):
+    r = trainperf("data", "verify", "resnet", "--data-dir", tmp_path)
+    assert r.returncode == 1 and "missing" in r.stdout
+
+
+def test_system_description_passes_the_official_checker(tmp_path):
+    out = tmp_path / "systems" / "me.json"
+    r = trainperf("system", "-o", out, "--system-name", "me", "--availability", "research")
+    assert r.returncode == 0, r.stderr
+    desc = json.loads(out.read_text())
+    assert len(desc) == 33 and desc["status"] == "Research, Development, or Internal (RDI)"
+
+
+def test_reference_dry_run_fails_ruleset_2_only_on_the_target(tmp_path):
+    r = trainperf("run", "resnet", "--scale", "reference", "--dry-run", "--out", tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    [log] = list((tmp_path / "o" / "results").rglob("result_0.txt"))
+    res = check_log(log)
+    assert res.scale == "reference" and res.ruleset == "2.0.0"
+    assert not res.passed
+    assert is_target_only_failure(res), res.problems
+    text = log.read_text()
+    assert text.count('"weights_initialization"') == 161
+
+
+@pytest.mark.parametrize("scale", ["mini"])
+def test_check_command_explains_failures(tmp_path, scale):
+    log = tmp_path / "log.txt"
+    log.write_text(
+        ':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", '
+        '"key": "submission_benchmark", "value": "resnet", "metadata": {"file": "x", "lineno": 1}}\n'
+        ':::MLLOG {"namespace": "", "time_ms": 2, "event_type": "POINT_IN_TIME", '
+        '"key": "trainperf_scale", "value": "mini", "metadata": {"file": "x", "lineno": 2}}\n'
+    )
+    r = trainperf("check", log)
+    assert r.returncode == 1
+    assert "FAIL" in r.stdout and "run_start" in r.stdout

@@ -1,0 +1,187 @@
+"""The run state machine and the suite around it, with a fake workload (no real training)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import FAKE_SPEC, FakeWorkload, first, keys_in
+
+from trainperf import registry
+from trainperf.errors import ResultsError, RuleError, RunInterrupted
+from trainperf.harness.dist import DistContext
+from trainperf.harness.mllog import RunLog
+from trainperf.harness.runner import Submission, execute_run
+from trainperf.harness.suite import SuiteOptions, run_suite
+from trainperf.spec import RunConfig
+
+SUB = Submission(org="test-org", platform="test-system", status="onprem")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fake():
+    FakeWorkload.qualities = [0.5, 0.9]
+    FakeWorkload.interrupt_at_step = None
+    yield
+
+
+def run_once(tmp_path: Path, spec=FAKE_SPEC, **kw):
+    path = tmp_path / "log.txt"
+    log = RunLog(path)
+    try:
+        outcome = execute_run(
+            FakeWorkload, spec, RunConfig(seed=7, **kw), log=log, submission=SUB, data_dir=tmp_path, dist=DistContext()
+        )
+    finally:
+        log.close()
+    return outcome, path
+
+
+def test_events_follow_mlperf_order(tmp_path):
+    outcome, path = run_once(tmp_path)
+    keys = keys_in(path)
+    order = [
+        "cache_clear",
+        "init_start",
+        "seed",
+        "init_stop",
+        "run_start",
+        "block_start",
+        "epoch_start",
+        "epoch_stop",
+        "block_stop",
+        "eval_start",
+        "eval_stop",
+        "eval_accuracy",
+        "run_stop",
+    ]
+    positions = [keys.index(k) for k in order]
+    assert positions == sorted(positions)
+    assert keys[-1] == "run_stop"
+    for k in (
+        "submission_benchmark",
+        "submission_org",
+        "submission_division",
+        "submission_platform",
+        "submission_status",
+        "global_batch_size",
+        "gradient_accumulation_steps",
+        "train_samples",
+        "eval_samples",
+        "opt_name",
+        "trainperf_scale",
+    ):
+        assert keys.count(k) == 1, k
+    assert first(path, "seed")["value"] == 7
+
+
+def test_stops_with_success_at_the_first_eval_that_reaches_the_target(tmp_path):
+    FakeWorkload.qualities = [0.5, 0.79, 0.85, 0.95]
+    outcome, path = run_once(tmp_path)
+    assert outcome.status == "success" and outcome.reason == "target"
+    assert outcome.epochs == 3.0
+    assert [r for r in keys_in(path)].count("eval_accuracy") == 3
+    assert first(path, "run_stop")["metadata"]["status"] == "success"
+    stop, start = first(path, "run_stop")["time_ms"], first(path, "run_start")["time_ms"]
+    assert outcome.minutes == pytest.approx((stop - start) / 60000)
+
+
+def test_budget_spent_is_aborted(tmp_path):
+    FakeWorkload.qualities = [0.1]
+    outcome, path = run_once(tmp_path)
+    assert outcome.status == "aborted" and outcome.reason == "epoch budget"
+    assert outcome.epochs == FAKE_SPEC.max_epochs
+    assert first(path, "run_stop")["metadata"]["status"] == "aborted"
+
+
+def test_ctrl_c_logs_run_stop_aborted(tmp_path):
+    FakeWorkload.interrupt_at_step = 7
+    with pytest.raises(RunInterrupted):
+        run_once(tmp_path)
+    path = tmp_path / "log.txt"
+    assert keys_in(path)[-1] == "run_stop"
+    assert first(path, "run_stop")["metadata"]["status"] == "aborted"
+
+
+def test_initialization_over_the_limit_is_refused(tmp_path):
+    import dataclasses
+
+    spec = dataclasses.replace(FAKE_SPEC, max_init_minutes=0.0)
+    with pytest.raises(RuleError, match="initialization took"):
+        run_once(tmp_path, spec=spec)
+    assert "run_start" not in keys_in(tmp_path / "log.txt")
+
+
+# --- the suite -------------------------------------------------------------------------------------
+@pytest.fixture
+def fake_registry(monkeypatch):
+    monkeypatch.setattr(registry, "get_spec", lambda key, scale: FAKE_SPEC)
+    monkeypatch.setattr(registry, "workload_class", lambda key: FakeWorkload)
+
+
+def options(tmp_path, **kw):
+    base = dict(
+        benchmarks=("resnet",), scale="mini", runs=3, out=tmp_path / "out", data_dir=tmp_path, system_name="test-system"
+    )
+    base.update(kw)
+    return SuiteOptions(**base)
+
+
+def test_suite_writes_mlcommons_layout_with_distinct_seeds(tmp_path, fake_registry):
+    [summary] = run_suite(options(tmp_path), DistContext())
+    folder = tmp_path / "out" / "results" / "test-system" / "resnet"
+    files = sorted(folder.glob("result_*.txt"))
+    assert [f.name for f in files] == ["result_0.txt", "result_1.txt", "result_2.txt"]
+    seeds = [first(f, "seed")["value"] for f in files]
+    assert len(set(seeds)) == 3
+    assert (tmp_path / "out" / "systems" / "test-system.json").exists()
+    doc = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert doc["benchmarks"][0]["score_label"] == "preview"
+    assert summary.score.successes == 3
+    assert not list(folder.glob(".*partial"))
+
+
+def test_suite_resumes_without_redoing_finished_runs(tmp_path, fake_registry):
+    run_suite(options(tmp_path, runs=2), DistContext())
+    folder = tmp_path / "out" / "results" / "test-system" / "resnet"
+    before = (folder / "result_0.txt").read_text()
+    [summary] = run_suite(options(tmp_path, runs=3), DistContext())
+    assert (folder / "result_0.txt").read_text() == before
+    assert [r["resumed"] for r in summary.runs] == [True, True, False]
+
+
+def test_interrupted_run_is_kept_aside_and_earlier_results_stay(tmp_path, fake_registry):
+    run_suite(options(tmp_path, runs=1), DistContext())
+    FakeWorkload.interrupt_at_step = 3
+    with pytest.raises(RunInterrupted):
+        run_suite(options(tmp_path, runs=2), DistContext())
+    folder = tmp_path / "out" / "results" / "test-system" / "resnet"
+    assert (folder / "result_0.txt").exists()
+    assert not (folder / "result_1.txt").exists()
+    kept = tmp_path / "out" / "interrupted" / "test-system" / "resnet" / "result_1.txt"
+    assert first(kept, "run_stop")["metadata"]["status"] == "aborted"
+    FakeWorkload.interrupt_at_step = None
+    [summary] = run_suite(options(tmp_path, runs=2), DistContext())  # the interrupted run is redone
+    assert [r["status"] for r in summary.runs] == ["success", "success"]
+
+
+def test_results_of_another_system_are_refused(tmp_path, fake_registry):
+    run_suite(options(tmp_path, runs=1), DistContext())
+    with pytest.raises(ResultsError, match="holds results of system 'test-system'"):
+        run_suite(options(tmp_path, runs=1, system_name="other-machine"), DistContext())
+
+
+def test_result_file_from_another_platform_is_refused(tmp_path, fake_registry):
+    run_suite(options(tmp_path, runs=1), DistContext())
+    f = tmp_path / "out" / "results" / "test-system" / "resnet" / "result_0.txt"
+    f.write_text(f.read_text().replace('"test-system"', '"someone-else"'))
+    with pytest.raises(ResultsError, match="was made on system 'someone-else'"):
+        run_suite(options(tmp_path, runs=1), DistContext())
+
+
+def test_unwritable_output_folder(tmp_path, fake_registry):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ResultsError, match="not writable"):
+        run_suite(options(tmp_path, out=blocker / "out"), DistContext())

@@ -1,0 +1,55 @@
+"""One optimizer step of each resnet model on fake data, and the reference model's facts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import mlperf_logging
+import torch
+
+from trainperf.harness.dist import DistContext
+from trainperf.spec import RunConfig
+from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50
+from trainperf.workloads.resnet.workload import MINI, REFERENCE, ResNetWorkload, mxnet_tensor_name
+
+
+def one_step(scale_spec, tmp_path) -> None:
+    w = ResNetWorkload(scale_spec, RunConfig(seed=3, dry_run=True), data_dir=tmp_path, dist=DistContext())
+    w.prepare()
+    model = w.build_model()
+    opt, sched = w.build_optimizer(model)
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = w.train_step(model, w.synthetic_batch(), opt)
+    sched.step()
+    assert torch.isfinite(loss)
+    changed = sum(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert changed > 0
+    assert 0.0 <= w.evaluate(model) <= 1.0
+    assert set(w.hparams()) >= set(scale_spec.hparam_keys)
+
+
+def test_mini_model_one_step(tmp_path):
+    one_step(MINI, tmp_path)
+
+
+def test_reference_model_one_step_at_full_size(tmp_path):
+    one_step(REFERENCE, tmp_path)
+
+
+def test_reference_parameter_count_is_resnet50_v15():
+    n = sum(p.numel() for p in reference_resnet50().parameters())
+    assert n == 25_557_032  # 25.56 M
+
+
+def test_mini_model_output_shape():
+    assert MiniResNet()(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+
+
+def test_tensor_names_match_the_v2_closed_rule_file():
+    rule = Path(mlperf_logging.__file__).parent / "compliance_checker" / "training_2.0.0" / "closed_resnet.yaml"
+    end_block = rule.read_text().split("- END:")[1].split("- KEY:")[0]
+    expected = sorted(re.findall(r'"([a-z0-9_]+)"', end_block))
+    assert len(expected) == 161
+    names = sorted(mxnet_tensor_name(n) for n, _ in reference_resnet50().named_parameters())
+    assert names == expected
