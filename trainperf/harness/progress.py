@@ -26,12 +26,12 @@ class ProgressBar(RunObserver):
         self._quality = math.nan
         self._steps_per_epoch = 1
 
-    def run_started(self, spec: BenchmarkSpec, total_steps: int) -> None:
+    def run_started(self, spec: BenchmarkSpec, total_steps: int, steps_per_epoch: int) -> None:
         self._metric = spec.metric
         self._target = spec.target_text
         self._t0 = time.perf_counter()
         self._samples = 0
-        self._steps_per_epoch = max(1, round(total_steps / spec.max_epochs)) if spec.max_epochs else 1
+        self._steps_per_epoch = max(1, steps_per_epoch)
         if not self.enabled:
             return
         self._progress = Progress(
@@ -66,7 +66,7 @@ class ProgressBar(RunObserver):
         if self._progress is not None:
             self._progress.update(self._task, info=self._info())
 
-    def run_stopped(self, outcome: RunOutcome) -> None:
+    def run_stopped(self, outcome: RunOutcome | None) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

@@ -64,10 +64,11 @@ class RunOutcome:
 class RunObserver:
     """What the harness tells a progress display; the default shows nothing."""
 
-    def run_started(self, spec: BenchmarkSpec, total_steps: int) -> None: ...
+    def run_started(self, spec: BenchmarkSpec, total_steps: int, steps_per_epoch: int) -> None: ...
     def step(self, samples: int, loss: float) -> None: ...
     def evaluated(self, epoch: float, quality: float) -> None: ...
-    def run_stopped(self, outcome: RunOutcome) -> None: ...
+    def run_stopped(self, outcome: RunOutcome | None) -> None:
+        """The run ended (``None``: interrupted)."""
 
 
 def seed_everything(seed: int) -> None:
@@ -172,7 +173,7 @@ def execute_run(
         log.start(constants.RUN_START, time_ms=start_ms)
         run_started = True
         wall0 = time.perf_counter()
-        obs.run_started(spec, max_steps)
+        obs.run_started(spec, max_steps, steps_per_epoch)
         while steps < max_steps:
             block_end = min(steps + block_steps, max_steps)
             first_epoch = steps / steps_per_epoch
@@ -215,6 +216,7 @@ def execute_run(
                 reason = "time budget"
                 break
     except KeyboardInterrupt:
+        obs.run_stopped(None)
         if run_started:
             log.end(constants.RUN_STOP, metadata={"status": "aborted"}, time_ms=round(clock.local_ms()))
         raise RunInterrupted(f"{spec.key}: run interrupted by the user; logged as aborted, not counted") from None

@@ -176,6 +176,10 @@ def run_suite(
                     kept = options.out / "interrupted" / system / key / f"result_{i}.txt"
                     kept.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(partial, kept)
+                    raise RunInterrupted(
+                        f"{key}: run {i} interrupted by the user; logged as aborted in {kept}, not counted "
+                        "(earlier results stay; the same command resumes the suite)"
+                    ) from None
                 raise
             except BaseException:
                 log.close()

@@ -1,0 +1,63 @@
+"""The harness's own overhead against the workload's work, measured two ways.
+
+    python benchmarks/harness_overhead.py [--repeats 5] [--steps 100]
+
+1. Progress display: ``steps`` mini resnet training steps driven by the harness's ``train_steps`` with
+   the live progress bar (rendered to a terminal-like buffer) against the same steps with no observer,
+   alternated ``repeats`` times; the median ratio is the display's cost.
+2. Every run also records the time spent outside the workload (logging, eval scheduling, clock reads)
+   as ``harness_overhead`` in summary.json; see benchmarks/resnet_calibration.py for those figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from trainperf.cli import default_data_dir
+from trainperf.harness.dist import DistContext
+from trainperf.harness.progress import ProgressBar
+from trainperf.harness.runner import RunObserver
+from trainperf.spec import RunConfig
+from trainperf.workloads.resnet.workload import MINI, ResNetWorkload
+
+
+def timed(w, model, opt, sched, steps: int, observer: RunObserver) -> float:
+    observer.run_started(MINI, steps, w.steps_per_epoch)
+    t = time.perf_counter()
+    w.train_steps(model, opt, sched, steps, observer.step)
+    dt = time.perf_counter() - t
+    observer.run_stopped(None)  # type: ignore[arg-type]
+    return dt
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--data-dir", type=Path, default=default_data_dir())
+    a = p.parse_args()
+    w = ResNetWorkload(MINI, RunConfig(seed=0), data_dir=a.data_dir, dist=DistContext())
+    w.prepare()
+    model = w.build_model()
+    opt, sched = w.build_optimizer(model)
+    ratios = []
+    for _ in range(a.repeats):
+        bare = timed(w, model, opt, sched, a.steps, RunObserver())
+        console = Console(file=io.StringIO(), force_terminal=True, width=120)
+        shown = timed(w, model, opt, sched, a.steps, ProgressBar(console, "resnet"))
+        ratios.append(shown / bare)
+    print(
+        f"progress bar: {a.steps} steps take {statistics.median(ratios):.4f}x the time without it "
+        f"(median of {a.repeats}; runs: {', '.join(f'{r:.4f}' for r in ratios)})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
