@@ -71,3 +71,26 @@ def test_prepare_without_the_debian_package_says_what_to_install(tmp_path):
     with pytest.raises(DataError, match="apt-get install dataset-fashion-mnist"):
         data.prepare_mini(tmp_path / "d", source=tmp_path / "nowhere")
     assert not list((tmp_path / "d").rglob("*ubyte*"))
+
+
+def test_imagenet_layout_loads_with_the_reference_transforms(tmp_path):
+    from PIL import Image
+
+    root = tmp_path / "imagenet"
+    for split in ("train", "val"):
+        for wnid in ("n01440764", "n01443537"):
+            folder = root / split / wnid
+            folder.mkdir(parents=True)
+            for i in range(2):
+                Image.new("RGB", (300, 260), (i * 100, 50, 200)).save(folder / f"{wnid}_{i}.JPEG")
+    train, val = data.imagenet_datasets(root)
+    assert len(train) == 4 and len(val) == 4 and train.classes == ["n01440764", "n01443537"]
+    x, y = train[0]
+    assert tuple(x.shape) == (3, 224, 224) and y == 0
+    assert tuple(val[3][0].shape) == (3, 224, 224) and val[3][1] == 1
+
+
+def test_imagenet_missing_split_says_which_layout(tmp_path):
+    (tmp_path / "train").mkdir()
+    with pytest.raises(DataError, match=r"val not found.*<wnid>/\*\.JPEG"):
+        data.imagenet_datasets(tmp_path)
