@@ -314,6 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-v", "--verbose", action="store_true", help="also print the checker's own output")
     c.set_defaults(func=cmd_check)
 
+    from trainperf.history.cli import add_parser as add_history_parser
+    from trainperf.report.cli import add_parser as add_report_parser
+
+    add_report_parser(sub)
+    add_history_parser(sub)
+
     ls = sub.add_parser("list", help="list the benchmarks, their scales and targets")
     ls.set_defaults(func=cmd_list)
     return p

@@ -35,6 +35,18 @@ def test_mini_resnet_reaches_target_and_passes_the_checker(tmp_path, data_dir):
     summary = json.loads((out / "summary.json").read_text())["benchmarks"][0]
     assert summary["score_label"] == "preview" and summary["runs"][0]["status"] == "success"
     assert "resnet" in r.stdout and "preview" in r.stdout  # the results table
+    assert summary["runs"][0]["energy_joules"] is None or summary["runs"][0]["energy_joules"] > 0
+
+    # the report of that real run: one self-contained HTML file with its charts
+    rep = subprocess.run(
+        [sys.executable, "-m", "trainperf", "report", out, "-o", tmp_path / "report.html"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rep.returncode == 0, rep.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 3 and "https://" not in html
 
 
 def test_ctrl_c_logs_aborted_and_counts_nothing(tmp_path, data_dir):

@@ -55,6 +55,8 @@ class RunOutcome:
     harness_overhead: float = 0.0  # fraction of time-to-train spent outside the workload
     peak_rss_mib: float = 0.0
     samples_per_second: float = 0.0
+    energy_joules: float | None = None  # None: not measured (no RAPL or NVML on this machine)
+    energy_note: str = "not measured"
 
     @property
     def success(self) -> bool:
@@ -164,6 +166,7 @@ def execute_run(
     quality = math.nan
     status, reason = "aborted", "epoch budget"
     run_started = False
+    meter = None
 
     def progress(samples: int, loss: float) -> None:
         obs.step(samples, loss)
@@ -172,6 +175,7 @@ def execute_run(
         start_ms = round(clock.now_ms(dist))
         log.start(constants.RUN_START, time_ms=start_ms)
         run_started = True
+        meter = _energy_meter(dist)
         wall0 = time.perf_counter()
         obs.run_started(spec, max_steps, steps_per_epoch)
         while steps < max_steps:
@@ -217,11 +221,20 @@ def execute_run(
                 break
     except KeyboardInterrupt:
         obs.run_stopped(None)
+        if meter is not None:
+            meter.stop()
         if run_started:
             log.end(constants.RUN_STOP, metadata={"status": "aborted"}, time_ms=round(clock.local_ms()))
         raise RunInterrupted(f"{spec.key}: run interrupted by the user; logged as aborted, not counted") from None
+    reading = meter.stop() if meter is not None else None
     stop_ms = round(clock.now_ms(dist))
     total = time.perf_counter() - wall0
+    if reading is not None:
+        log.event(
+            "trainperf_energy_joules",
+            value=reading.joules,
+            metadata={"sources": list(reading.sources), "samples": reading.samples, "note": reading.note},
+        )
     log.end(constants.RUN_STOP, metadata={"status": status}, time_ms=stop_ms)
     samples = steps * workload.global_batch_size
     outcome = RunOutcome(
@@ -238,9 +251,25 @@ def execute_run(
         harness_overhead=max(0.0, (total - inside) / total) if total > 0 else 0.0,
         peak_rss_mib=_peak_rss_mib(),
         samples_per_second=samples / total if total > 0 else 0.0,
+        energy_joules=reading.joules if reading is not None else None,
+        energy_note=reading.note if reading is not None else "not measured on this rank",
     )
     obs.run_stopped(outcome)
     return outcome
+
+
+def _energy_meter(dist: DistContext):
+    """Power sampling during the run on rank 0: its node's CPU packages (RAPL) and GPUs (NVML).
+
+    Other nodes of a multi-node run are not metered yet; a single node is metered whole.
+    """
+    if not dist.is_main:
+        return None
+    from trainperf.harness.energy import EnergyMeter
+
+    meter = EnergyMeter()
+    meter.start()
+    return meter
 
 
 def _mlperf_division(spec: BenchmarkSpec, config: RunConfig) -> str:

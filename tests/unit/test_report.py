@@ -1,0 +1,256 @@
+"""The report: collecting result folders, the one-file HTML report, the Markdown table and `trainperf report`."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from trainperf import registry
+from trainperf.errors import ResultsError, UsageError
+from trainperf.report import cli as report_cli
+from trainperf.report.collect import ENERGY_KEY, collect
+from trainperf.report.html import render_html, render_markdown, write_report
+from trainperf.scoring import score_results
+
+T0 = 1_700_000_000_000  # run_start of every fake run, in ms
+EVIL = "e<script>$_x$"  # a system name that must be escaped in HTML and drawn as written in charts
+
+
+def mllog(key: str, value=None, *, t: float, **metadata) -> str:
+    rec = {"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME", "key": key, "value": value}
+    rec["metadata"] = metadata
+    return ":::MLLOG " + json.dumps(rec)
+
+
+def write_run(path: Path, *, system: str, seed: int, minutes: float, status: str = "success", energy=None) -> None:
+    """A result file as trainperf's harness writes it: header, evaluations every third of the run, run_stop."""
+    lines = [
+        mllog("init_start", t=T0 - 500),
+        mllog("submission_benchmark", "resnet", t=T0 - 400),
+        mllog("submission_platform", system, t=T0 - 400),
+        mllog("trainperf_scale", "mini", t=T0 - 400),
+        mllog("seed", seed, t=T0 - 400),
+        mllog("run_start", t=T0),
+    ]
+    for k in (1, 2, 3):
+        quality = 0.8 + 0.03 * k if status == "success" else 0.5
+        lines.append(mllog("eval_accuracy", quality, t=T0 + minutes * 60000 * k / 3, epoch_num=0.5 * k))
+    if energy is not None:
+        lines.append(mllog(ENERGY_KEY, energy, t=T0 + minutes * 60000, sources=["rapl:package-0"], note="measured"))
+    lines.append(mllog("run_stop", t=T0 + minutes * 60000, status=status))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_system(root: Path, name: str, *, accelerators: str = "0", nodes: str = "1") -> None:
+    desc = {
+        "system_name": name,
+        "number_of_nodes": nodes,
+        "accelerators_per_node": accelerators,
+        "accelerator_model_name": "NVIDIA H100-SXM5-80GB" if accelerators != "0" else "N/A",
+        "host_processor_model_name": "AMD EPYC",
+    }
+    (root / "systems").mkdir(parents=True, exist_ok=True)
+    (root / "systems" / f"{name}.json").write_text(json.dumps(desc))
+
+
+# system -> (run minutes, statuses); one aborted run on the GPU system
+RUNS = {
+    "cpu-box": ([1.0, 1.2, 0.9, 1.5, 1.1], ["success"] * 5),
+    EVIL: ([0.30, 0.25, 0.40, 0.28, 0.33], ["success", "success", "aborted", "success", "success"]),
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> list[Path]:
+    """A trainperf output folder (CPU-only system) and an MLCommons submission folder (8 GPUs)."""
+    base = tmp_path_factory.mktemp("results")
+    roots = [base / "run-out", base / "submission" / "org"]
+    for root, (name, (minutes, statuses)), acc in zip(roots, RUNS.items(), ("0", "8"), strict=True):
+        write_system(root, name, accelerators=acc)
+        for i, (m, s) in enumerate(zip(minutes, statuses, strict=True)):
+            write_run(
+                root / "results" / name / "resnet" / f"result_{i}.txt", system=name, seed=i + 1, minutes=m, status=s
+            )
+    (roots[0] / "summary.json").write_text('{"system": "cpu-box", "benchmarks": []}')
+    return roots
+
+
+@pytest.fixture(scope="module")
+def systems(folders):
+    return collect(folders)
+
+
+@pytest.fixture(scope="module")
+def page(systems) -> str:
+    return render_html(systems, price_per_hour=None)
+
+
+def expected_score(name: str):
+    spec = registry.get_spec("resnet", "mini")
+    minutes, statuses = RUNS[name]
+    pairs = [(s == "success", m) for m, s in zip(minutes, statuses, strict=True)]
+    return score_results(pairs, runs_required=spec.runs_required, dropped=spec.runs_dropped)
+
+
+def section(page: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}">(.*?)</section>', page, re.S)
+    assert m, f"no section {sid}"
+    return m.group(1)
+
+
+def test_collect_finds_both_systems_and_scores_them_like_score_results(systems):
+    assert [s.name for s in systems] == ["cpu-box", EVIL]
+    cpu, gpu = systems
+    assert (cpu.accelerators, cpu.processors, gpu.accelerators, gpu.processors) == (0, 1, 8, 8)
+    assert any("CPU-only" in n for n in cpu.notes)
+    for s in systems:
+        (bench,) = s.benchmarks
+        assert (bench.benchmark, bench.scale, len(bench.runs)) == ("resnet", "mini", 5)
+        assert bench.score == expected_score(s.name)
+        assert bench.target == registry.get_spec("resnet", "mini").target
+        assert bench.runs[0].curve and bench.runs[0].curve[-1][2] == pytest.approx(0.89)
+    assert gpu.benchmarks[0].score.successes == 4 and gpu.benchmarks[0].score.valid
+
+
+def test_html_is_self_contained_with_a_png_chart_in_each_chart_section(page):
+    assert "http://" not in page and "https://" not in page
+    for attr in re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', page):
+        assert attr.startswith(("data:image/png;base64,", "#")), attr
+    for sid in ("time-to-train", "spread", "convergence"):
+        images = re.findall(r'src="data:image/png;base64,([^"]+)"', section(page, sid))
+        assert images, sid
+        assert all(base64.b64decode(img).startswith(b"\x89PNG\r\n\x1a\n") for img in images)
+    assert "<script" not in page and html_escaped(EVIL) in page
+
+
+def html_escaped(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def test_html_has_summary_per_accelerator_and_energy_not_measured(page, systems):
+    summary = section(page, "summary")
+    for s in systems:
+        assert f"{s.benchmarks[0].score.minutes:.3f}" in summary
+    assert "4/5" in summary and "5/5" in summary
+    per_acc = section(page, "per-accelerator")
+    gpu_minutes = expected_score(EVIL).minutes
+    assert f"{gpu_minutes * 8:.3f}" in per_acc and "CPU-only" in per_acc
+    assert "not measured" in section(page, "energy")
+
+
+def test_cost_appears_only_with_a_price(page, systems):
+    assert 'id="cost"' not in page and "cost to train" not in page.lower()
+    priced = render_html(systems, price_per_hour=3.0)
+    cost = section(priced, "cost")
+    assert f"{expected_score('cpu-box').minutes / 60 * 3.0:.4g}" in cost
+
+
+def test_markdown_has_one_row_per_system_and_benchmark_with_the_score(systems):
+    md = render_markdown(systems)
+    rows = [line for line in md.splitlines()[2:] if line.startswith("|")]
+    assert len(rows) == 2
+    for row, name in zip(rows, RUNS, strict=True):
+        assert f"{expected_score(name).minutes:.3f} score" in row
+        assert "not measured" in row
+    assert "cost" not in md
+    assert "cost to train" in render_markdown(systems, price_per_hour=2.0)
+    assert "<script" not in md
+
+
+def test_energy_from_the_run_log_is_reported(tmp_path):
+    write_system(tmp_path, "box")
+    for i in range(5):
+        write_run(tmp_path / "results/box/resnet" / f"result_{i}.txt", system="box", seed=i, minutes=1.0, energy=3600.0)
+    (s,) = collect([tmp_path])
+    assert [r.energy_joules for r in s.benchmarks[0].runs] == [3600.0] * 5
+    energy = section(render_html([s], price_per_hour=None), "energy")
+    assert "3.60 kJ (1.00 Wh)" in energy
+    assert "3.60 kJ (1.00 Wh) mean of 5/5 runs" in render_markdown([s])
+
+
+def test_same_system_in_two_folders_gets_two_labels(tmp_path):
+    for sub in ("a", "b"):
+        write_system(tmp_path / sub, "box")
+        write_run(tmp_path / sub / "results/box/resnet/result_0.txt", system="box", seed=1, minutes=1.0)
+    labels = [s.label for s in collect([tmp_path / "a", tmp_path / "b"])]
+    assert labels == ["box (a)", "box (b)"]
+
+
+def test_benchmark_unknown_to_the_registry_falls_back_to_five_runs(tmp_path):
+    write_system(tmp_path, "box")
+    for i in range(5):
+        path = tmp_path / "results/box/llama" / f"result_{i}.txt"
+        write_run(path, system="box", seed=i, minutes=1.0 + i)
+        path.write_text(path.read_text().replace('"resnet"', '"llama"'))
+    bench = collect([tmp_path])[0].benchmarks[0]
+    assert (bench.runs_required, bench.runs_dropped, bench.target) == (5, 1, None)
+    assert bench.score.valid and bench.score.minutes == pytest.approx(3.0)
+    assert "no mini spec" in bench.spec_note
+
+
+@pytest.mark.parametrize(
+    "damage, named",
+    [
+        (lambda root: (root / "systems/box.json").write_text("{not json"), "systems/box.json"),
+        (lambda root: (root / "systems/box.json").unlink(), "systems/box.json"),
+        (lambda root: (root / "systems/box.json").write_text('{"number_of_nodes": "1"}'), "systems/box.json"),
+        (lambda root: (root / "results/box/resnet/result_0.txt").write_text("garbage\n"), "result_0.txt"),
+        (
+            lambda root: (root / "results/box/resnet/result_0.txt").write_text(
+                mllog("run_start", t="soon") + "\n" + mllog("run_stop", t=1, status="success")
+            ),
+            "result_0.txt",
+        ),
+    ],
+)
+def test_bad_input_names_the_file_and_writes_nothing(tmp_path, damage, named):
+    root = tmp_path / "in"
+    write_system(root, "box")
+    write_run(root / "results/box/resnet/result_0.txt", system="box", seed=1, minutes=1.0)
+    damage(root)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(ResultsError, match=re.escape(named)):
+        write_report([root], tmp_path / "out" / "report.html", markdown=tmp_path / "out" / "t.md")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_failed_render_leaves_no_file_and_a_history_chart_is_embedded(folders, page, tmp_path):
+    out = tmp_path / "report.html"
+    with pytest.raises(UsageError, match="PNG"):
+        write_report(folders, out, history_png=b"not a png")
+    with pytest.raises(UsageError, match="price"):
+        write_report(folders, out, price_per_hour=-1.0)
+    assert list(tmp_path.iterdir()) == []
+    png = base64.b64decode(re.search(r'base64,([^"]+)"', page).group(1))
+    write_report(folders, out, history_png=png)
+    assert base64.b64encode(png).decode() in section(out.read_text(), "history")
+
+
+def test_write_report_refuses_to_overwrite_an_input(folders):
+    result = folders[0] / "results/cpu-box/resnet/result_0.txt"
+    text = result.read_text()
+    with pytest.raises(ResultsError, match="input"):
+        write_report(folders, result)
+    assert result.read_text() == text
+
+
+def test_cli_writes_the_report_and_the_markdown(folders, tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="trainperf")
+    report_cli.add_parser(parser.add_subparsers(dest="command"))
+    out, md = tmp_path / "r" / "report.html", tmp_path / "table.md"
+    args = parser.parse_args(
+        ["report", *map(str, folders), "-o", str(out), "--price-per-hour", "2.5", "--markdown", str(md)]
+    )
+    assert args.func(args) == 0
+    assert out.read_text().startswith("<!DOCTYPE html>") and 'id="cost"' in out.read_text()
+    assert md.read_text().count("\n") == 4  # header, rule, two rows
+    assert [p.name for p in out.parent.iterdir()] == ["report.html"]  # no temporary file left behind
+    assert "report written" in capsys.readouterr().out

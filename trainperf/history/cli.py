@@ -1,0 +1,279 @@
+"""`trainperf history`: the published MLPerf Training results, queried the way press releases read them."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import UsageError
+from trainperf.history import query
+
+_SOURCE = "rescored from mlcommons/training_results_v0.6 … v5.1 (olympic mean × scaling.json)"
+
+
+def _cell(value: Any, fmt: str = "{}") -> Any:
+    """A table cell: table data is untrusted text, so it is wrapped in Text and never read as rich markup."""
+    from rich.text import Text
+
+    return Text("–" if value is None else fmt.format(value))
+
+
+def _table(title: str, columns: list[tuple[str, str]], caption: str | None = None) -> Any:
+    from rich.table import Table
+
+    table = Table(title=_cell(title), caption=_cell(caption) if caption else None)
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
+    return table
+
+
+def _print(renderable: Any) -> None:
+    from rich.console import Console
+
+    Console().print(renderable)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value, indent=2))
+
+
+def _write_chart(path: Path, png: bytes, quiet: bool) -> None:
+    """Write to a temporary file beside `path` and rename, so a failure never leaves half a PNG."""
+    if path.suffix.lower() != ".png":
+        raise UsageError(f"--chart {path}: the chart is a PNG; name the file *.png")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"--chart {path}: the folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(png)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    print(f"chart: {path}", file=sys.stderr if quiet else sys.stdout)
+
+
+def _load(args: argparse.Namespace) -> list[query.Result]:
+    return query.load_results(args.results_csv)
+
+
+def cmd_fastest(args: argparse.Namespace) -> int:
+    results = _load(args)
+    scope = "single-node-8" if args.single_node else "any"
+    rows = query.fastest(results, division=args.division, benchmark=args.benchmark, round=args.round, scope=scope)
+    where = " on one node of 8 accelerators" if args.single_node else ""
+    title = f"Fastest {args.division} results{where}" + (f" — {rows[0].round}" if args.round and rows else "")
+    if args.json:
+        _print_json([dataclasses.asdict(r) for r in rows])
+    elif not rows:
+        print(f"no {args.division} result with a score{where} matches")
+    else:
+        one_round = args.round is not None
+        columns = [("benchmark", "left"), ("minutes", "right"), ("org", "left"), ("system", "left")]
+        columns += [("accelerator", "left"), ("nodes", "right"), ("acc", "right"), ("log date", "left")]
+        table = _table(title, columns if one_round else [("round", "left"), *columns], caption=_SOURCE)
+        for r in rows:
+            cells = [_cell(r.benchmark), _cell(r.score_min, "{:.3f}")]
+            cells += map(_cell, (r.org, r.system, r.accelerator, r.nodes, r.n_acc, r.log_date))
+            table.add_row(*cells if one_round else [_cell(r.round), *cells])
+        _print(table)
+    if args.chart is not None:
+        from trainperf.history.charts import fastest_bar_chart
+
+        _write_chart(args.chart, fastest_bar_chart(rows, title, log_scale=not args.linear), args.json)
+    return 0
+
+
+def cmd_speedup(args: argparse.Namespace) -> int:
+    results = _load(args)
+    scope = "single-node-8" if args.single_node else "any"
+    rows = query.speedup(results, args.org, args.benchmark, division=args.division, scope=scope)
+    where = ", one node of 8 accelerators" if args.single_node else ""
+    title = f"{rows[0].org} {rows[0].benchmark}: best {args.division} result per round{where}"
+    if args.json:
+        _print_json([dataclasses.asdict(r) for r in rows])
+    else:
+        change = query.REDEFINED.get(rows[0].benchmark)
+        restarted = change is not None and len({r.baseline_round for r in rows}) > 1
+        note = f"; the baseline restarts in {change[0]}: {change[1]}" if restarted else ""
+        table = _table(
+            title,
+            [("round", "left"), ("minutes", "right"), ("speed-up", "right"), ("vs", "left"), ("system", "left")]
+            + [("accelerator", "left"), ("acc", "right")],
+            caption=f"speed-up = baseline minutes / minutes{note}",
+        )
+        for r in rows:
+            table.add_row(
+                _cell(r.round),
+                _cell(r.score_min, "{:.3f}"),
+                _cell(r.speedup, "{:.2f}×"),
+                *map(_cell, (r.baseline_round, r.system, r.accelerator, r.n_acc)),
+            )
+        _print(table)
+    if args.chart is not None:
+        from trainperf.history.charts import speedup_chart
+
+        _write_chart(args.chart, speedup_chart(rows, title), args.json)
+    return 0
+
+
+def cmd_per_accelerator(args: argparse.Namespace) -> int:
+    results = _load(args)
+    rows = query.per_accelerator(results, args.benchmark, args.round, division=args.division)
+    if args.json:
+        _print_json([dataclasses.asdict(r) for r in rows])
+        return 0
+    rnd = args.round or query.latest_round(results, args.benchmark, division=args.division)
+    table = _table(
+        f"{args.benchmark} {rnd} ({args.division}): fastest result per accelerator",
+        [("accelerator", "left"), ("minutes", "right"), ("acc", "right"), ("acc-minutes", "right")]
+        + [("least acc-min", "right"), ("results", "right"), ("org", "left"), ("system", "left")],
+        caption="acc-minutes = minutes × accelerators of the fastest result; "
+        "per-accelerator normalization is not an official MLPerf metric",
+    )
+    for a in rows:
+        table.add_row(
+            _cell(a.accelerator),
+            _cell(a.score_min, "{:.3f}"),
+            _cell(a.n_acc),
+            _cell(a.acc_minutes, "{:.1f}"),
+            _cell(a.min_acc_minutes, "{:.1f}"),
+            *map(_cell, (a.n_results, a.org, a.system)),
+        )
+    _print(table)
+    return 0
+
+
+def cmd_place(args: argparse.Namespace) -> int:
+    results = _load(args)
+    p = query.place(
+        results,
+        args.benchmark,
+        args.minutes,
+        n_acc=args.n_acc,
+        scale=args.scale,
+        round=args.round,
+        division=args.division,
+    )
+    if args.json:
+        _print_json(p)
+        return 0
+    among = f" on {p.n_acc} accelerators" if p.n_acc else ""
+    print(
+        f"{p.minutes:g} min would rank {p.rank} of {p.count + 1} among the {p.count} published {p.division} "
+        f"{p.benchmark} results{among} of {p.round}, faster than {p.faster_than:.0%} of them"
+    )
+    slower = round(p.faster_than * p.count)
+    ties = p.count - (p.rank - 1) - slower
+    table = _table(
+        f"{p.benchmark} {p.round}: the neighbours of {p.minutes:g} min",
+        [("rank", "right"), ("minutes", "right"), ("org", "left"), ("system", "left")]
+        + [("accelerator", "left"), ("acc", "right")],
+        caption=f"{ties} published result(s) tie with yours and share rank {p.rank}" if ties else None,
+    )
+    first = p.rank - len(p.faster)
+    for i, r in enumerate(p.faster):
+        table.add_row(
+            _cell(first + i), _cell(r.score_min, "{:.3f}"), *map(_cell, (r.org, r.system, r.accelerator, r.n_acc))
+        )
+    table.add_row(
+        _cell(p.rank), _cell(p.minutes, "{:.3f}"), _cell("you"), _cell(""), _cell(""), _cell(p.n_acc), style="bold"
+    )
+    for i, r in enumerate(p.slower):
+        table.add_row(
+            _cell(p.rank + ties + 1 + i),
+            _cell(r.score_min, "{:.3f}"),
+            *map(_cell, (r.org, r.system, r.accelerator, r.n_acc)),
+        )
+    _print(table)
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add `trainperf history` and its queries to the main command's subparsers."""
+    h = subparsers.add_parser(
+        "history",
+        help="compare with the published MLPerf Training results (v0.6 to v5.1)",
+        description="Query the published MLPerf Training results, rescored from the official MLCommons "
+        "repositories: the fastest result per benchmark, an org's speed-up over the rounds, accelerators "
+        "compared per accelerator, and where your own reference-scale result would rank.",
+    )
+    sub = h.add_subparsers(dest="history_command", required=True, metavar="QUERY")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--division",
+        choices=query.DIVISIONS,
+        default="closed",
+        help="closed (default), open, or any (also rows whose division the source left empty)",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_argument(
+        "--results-csv",
+        type=Path,
+        default=None,
+        metavar="CSV",
+        help="read this results table instead of the one shipped with trainperf (same columns)",
+    )
+    chart = argparse.ArgumentParser(add_help=False)
+    chart.add_argument("--chart", type=Path, default=None, metavar="FILE.png", help="also draw a PNG chart")
+    single = argparse.ArgumentParser(add_help=False)
+    single.add_argument(
+        "--single-node", action="store_true", help="only results on one node of 8 accelerators (nodes=1, n_acc=8)"
+    )
+
+    f = sub.add_parser(
+        "fastest",
+        parents=[common, chart, single],
+        help="the fastest result per round and benchmark",
+        description="The fastest published result of each benchmark in each round, at any scale or "
+        "(--single-node) on one node of 8 accelerators.",
+    )
+    f.add_argument("--round", default=None, help="one round, e.g. v2.0 (default: all)")
+    f.add_argument("--benchmark", default=None, help="one benchmark key, e.g. resnet (default: all)")
+    f.add_argument("--linear", action="store_true", help="draw the chart on a linear minutes axis (default: log)")
+    f.set_defaults(func=cmd_fastest)
+
+    s = sub.add_parser(
+        "speedup",
+        parents=[common, chart, single],
+        help="an org's best result per round and its speed-up",
+        description="An org's best result of one benchmark in each round, and the speed-up over its first "
+        "round with a score (restarted where the benchmark changed its task under the same key).",
+    )
+    s.add_argument("org", metavar="ORG", help="submitting organization, e.g. NVIDIA (any letter case)")
+    s.add_argument("benchmark", metavar="BENCHMARK", help="benchmark key, e.g. bert")
+    s.set_defaults(func=cmd_speedup)
+
+    a = sub.add_parser(
+        "per-accelerator",
+        parents=[common],
+        help="the fastest result per accelerator model, with accelerator-minutes",
+        description="Per accelerator model: its fastest result in one round, that result's accelerator count "
+        "and accelerator-minutes (minutes × accelerators), sorted by accelerator-minutes.",
+    )
+    a.add_argument("benchmark", metavar="BENCHMARK", help="benchmark key, e.g. resnet")
+    a.add_argument("--round", default=None, help="round, e.g. v3.0 (default: the benchmark's latest)")
+    a.set_defaults(func=cmd_per_accelerator)
+
+    p = sub.add_parser(
+        "place",
+        parents=[common],
+        help="where your result would rank among the published ones",
+        description="Where MINUTES of a reference-scale BENCHMARK would rank among the published results of one "
+        "round (default: the benchmark's latest). Mini-scale results are refused: they are not comparable.",
+    )
+    p.add_argument("benchmark", metavar="BENCHMARK", help="benchmark key, e.g. resnet")
+    p.add_argument("minutes", metavar="MINUTES", type=float, help="your score in minutes")
+    p.add_argument("--n-acc", type=int, default=None, help="compare only with results on this many accelerators")
+    p.add_argument("--scale", choices=("reference", "mini"), default="reference", help="the scale of your result")
+    p.add_argument("--round", default=None, help="round, e.g. v2.0 (default: the benchmark's latest)")
+    p.set_defaults(func=cmd_place)

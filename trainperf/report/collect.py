@@ -1,0 +1,324 @@
+"""Collect results for a report: every system's runs per benchmark, read back from MLLOG result files.
+
+A path is a trainperf output folder (``trainperf run --out``) or an MLCommons submission folder
+``<org>/`` (or a folder holding several of either): both have ``results/<system>/<benchmark>/result_<i>.txt``
+and ``systems/<system>.json``. Result files are only read, never executed or evaluated. Each benchmark
+is scored with :func:`trainperf.scoring.score_results` under the spec the registry gives for its scale.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from trainperf import registry
+from trainperf.errors import ResultsError, TrainperfError
+from trainperf.harness.results import parse_run, read_mllog
+from trainperf.scoring import Score, score_results
+from trainperf.spec import SCALES
+
+ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
+_RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
+# When the registry lacks a benchmark: MLPerf Training v2.0's run counts (DESIGN.md), else 5 runs, drop 1.
+_MLPERF_RUNS = {"unet3d": (40, 4), "rnnt": (10, 1), "bert": (10, 1), "minigo": (10, 1)}
+FALLBACK_RUNS = (5, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    index: int  # i of result_<i>.txt
+    path: Path
+    seed: int | None
+    status: str
+    minutes: float
+    curve: list[tuple[float, float, float]]  # (minutes since run_start, epoch, quality)
+    energy_joules: float | None = None
+    energy_note: str = "not measured"
+
+    @property
+    def success(self) -> bool:
+        return self.status == "success"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkResults:
+    benchmark: str
+    scale: str
+    runs: list[RunResult]
+    score: Score
+    target: float | None  # None when the registry does not know the benchmark
+    target_text: str
+    runs_required: int
+    runs_dropped: int
+    spec_note: str = ""  # "" when the spec came from the registry, else what was assumed
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemResults:
+    name: str  # system_name, the folder under results/
+    label: str  # unique among the collected systems (the name, plus the folder when names repeat)
+    source: Path  # the trainperf output folder or submission folder it came from
+    nodes: int
+    accelerators: int  # accelerators_per_node x number_of_nodes; 0 for a CPU-only system
+    accelerator_model: str
+    host_processor_model: str
+    benchmarks: list[BenchmarkResults]
+    notes: list[str] = field(default_factory=list)
+    description: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def processors(self) -> int:
+        """What per-accelerator time multiplies by: the accelerators, or each CPU-only host as one."""
+        return self.accelerators if self.accelerators else self.nodes
+
+    @property
+    def processor_word(self) -> str:
+        return "accelerator" if self.accelerators else "host processor"
+
+
+def collect(paths: list[Path]) -> list[SystemResults]:
+    """Every system's scored results under ``paths``, in the order given (systems sorted within a folder)."""
+    if not paths:
+        raise ResultsError("no results folder given: name trainperf output folders or MLCommons submission folders")
+    systems: list[SystemResults] = []
+    seen: set[Path] = set()
+    for path in paths:
+        for root in _roots(Path(path)):
+            if root.resolve() not in seen:  # a folder named twice is read once
+                seen.add(root.resolve())
+                systems += _collect_root(root)
+    if not systems:
+        raise ResultsError(
+            f"no result files (results/<system>/<benchmark>/result_<i>.txt) under {', '.join(map(str, paths))}"
+        )
+    return _unique_labels(systems)
+
+
+def _roots(path: Path) -> list[Path]:
+    if not path.is_dir():
+        raise ResultsError(
+            f"{path}: no such folder; give a trainperf output folder (`trainperf run --out`) or an MLCommons "
+            "submission folder <org>/ holding results/ and systems/"
+        )
+    if path.name == "results" and (path.parent / "systems").is_dir():
+        return [path.parent]
+    if (path / "results").is_dir():
+        return [path]
+    found = sorted({p.parent for pattern in ("*/results", "*/*/results") for p in path.glob(pattern) if p.is_dir()})
+    if not found:
+        raise ResultsError(
+            f"{path}: no results/ folder in it or in the folders below it; expected "
+            "<folder>/results/<system>/<benchmark>/result_<i>.txt and <folder>/systems/<system>.json"
+        )
+    return found
+
+
+def _collect_root(root: Path) -> list[SystemResults]:
+    summary_energy, summary_note = _summary_energy(root)
+    out = []
+    for system_dir in sorted(p for p in (root / "results").iterdir() if p.is_dir() and not p.name.startswith(".")):
+        name = system_dir.name
+        desc_path = root / "systems" / f"{name}.json"
+        desc = _read_system(desc_path)
+        nodes = _count(desc, "number_of_nodes", desc_path)
+        if nodes < 1:
+            raise ResultsError(f"{desc_path}: number_of_nodes must be at least 1, got {nodes}")
+        accelerators = _count(desc, "accelerators_per_node", desc_path) * nodes
+        notes = [summary_note] if summary_note else []
+        if not accelerators:
+            host = "the host counts" if nodes == 1 else f"each of the {nodes} hosts counts"
+            notes.append(f"CPU-only system (accelerators_per_node 0): {host} as 1 processor in per-accelerator time")
+        benchmarks = []
+        for bench_dir in sorted(p for p in system_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            bench = _collect_benchmark(bench_dir, name, summary_energy.get(name, {}), notes)
+            if bench is not None:
+                benchmarks.append(bench)
+        if not benchmarks:
+            continue
+        out.append(
+            SystemResults(
+                name=name,
+                label=name,
+                source=root,
+                nodes=nodes,
+                accelerators=accelerators,
+                accelerator_model=str(desc.get("accelerator_model_name", "unknown")) if accelerators else "none",
+                host_processor_model=str(desc.get("host_processor_model_name", "unknown")),
+                benchmarks=benchmarks,
+                notes=notes,
+                description=desc,
+            )
+        )
+    return out
+
+
+def _collect_benchmark(
+    bench_dir: Path, system: str, energy: dict[tuple[str, str], dict[str, Any]], notes: list[str]
+) -> BenchmarkResults | None:
+    key = bench_dir.name
+    files = sorted(
+        ((int(m.group(1)), p) for p in bench_dir.iterdir() if (m := _RESULT_FILE.match(p.name)) and p.is_file()),
+        key=lambda x: x[0],
+    )
+    if not files:
+        return None
+    runs: list[RunResult] = []
+    scale: str | None = None
+    first_path: Path | None = None
+    for index, path in files:
+        run, run_scale = _read_run(path, index, key, system, notes, energy.get((key, path.name)))
+        if scale is None:
+            scale, first_path = run_scale, path
+        elif run_scale != scale:
+            raise ResultsError(
+                f"{path} is a {run_scale}-scale run but {first_path} is {scale}-scale: results of two scales are "
+                "never scored together; move one of them to another folder"
+            )
+        runs.append(run)
+    assert scale is not None
+    try:
+        spec = registry.get_spec(key, scale)
+        required, dropped = spec.runs_required, spec.runs_dropped
+        target, target_text, spec_note = spec.target, spec.target_text, ""
+    except TrainperfError:
+        required, dropped = _MLPERF_RUNS.get(key, FALLBACK_RUNS)
+        target, target_text = None, "unknown"
+        spec_note = (
+            f"trainperf has no {scale} spec for {key!r}: scored with {required} runs required, "
+            f"{dropped} dropped at each end; target unknown"
+        )
+    score = score_results([(r.success, r.minutes) for r in runs], runs_required=required, dropped=dropped)
+    return BenchmarkResults(
+        benchmark=key,
+        scale=scale,
+        runs=runs,
+        score=score,
+        target=target,
+        target_text=target_text,
+        runs_required=required,
+        runs_dropped=dropped,
+        spec_note=spec_note,
+    )
+
+
+def _read_run(
+    path: Path, index: int, key: str, system: str, notes: list[str], summary_energy: dict[str, Any] | None
+) -> tuple[RunResult, str]:
+    try:
+        logged = parse_run(path)
+        records = read_mllog(path)
+    except ResultsError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ResultsError(
+            f"{path}: malformed MLLOG record ({type(e).__name__}: {e}); it is not a usable result file"
+        ) from None
+    if logged.status is None or logged.minutes is None:
+        raise ResultsError(
+            f"{path} is not a complete run (no run_start or no run_stop): a result file holds one whole run; "
+            "move it away to make the report"
+        )
+    if not math.isfinite(logged.minutes) or logged.minutes < 0:
+        raise ResultsError(f"{path}: run_stop is before run_start or not a finite time; the file is damaged")
+    if logged.benchmark is not None and logged.benchmark != key:
+        raise ResultsError(f"{path} is a {logged.benchmark!r} run in the {key!r} folder: move it to its own folder")
+    if logged.platform is not None and logged.platform != system:
+        notes.append(f"{path.name} of {key} names platform {logged.platform!r}, not the folder's system {system!r}")
+    if not isinstance(logged.scale, str) or logged.scale not in SCALES:
+        raise ResultsError(f"{path}: trainperf_scale {logged.scale!r} is not one of {', '.join(SCALES)}")
+    joules, note = _energy(path, records, summary_energy)
+    run = RunResult(
+        index=index,
+        path=path,
+        seed=logged.seed if isinstance(logged.seed, int) else None,
+        status=str(logged.status),
+        minutes=logged.minutes,
+        curve=logged.curve,
+        energy_joules=joules,
+        energy_note=note,
+    )
+    return run, logged.scale
+
+
+def _energy(path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> tuple[float | None, str]:
+    """Energy from the log's ``trainperf_energy_joules`` event, else from summary.json's run record."""
+    rec = next((r for r in records if r.get("key") == ENERGY_KEY), None)
+    if rec is not None:
+        meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+        value, note, where = rec.get("value"), meta.get("note"), f"{path} ({ENERGY_KEY})"
+    elif summary is not None:
+        value, note, where = summary.get("energy_joules"), summary.get("energy_note"), f"summary.json ({path.name})"
+    else:
+        return None, "not measured"
+    if value is None:
+        return None, str(note) if note else "not measured"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ResultsError(f"{where}: energy {value!r} is not a non-negative number of joules")
+    return float(value), str(note) if note else "measured"
+
+
+def _summary_energy(root: Path) -> tuple[dict[str, dict[tuple[str, str], dict[str, Any]]], str]:
+    """summary.json's run records that carry energy, by system, then (benchmark, result file name)."""
+    path = root / "summary.json"
+    if not path.is_file():
+        return {}, ""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for bench in doc.get("benchmarks", []):
+            for run in bench.get("runs", []):
+                if isinstance(run, dict) and "energy_joules" in run and isinstance(run.get("log"), str):
+                    found[(str(bench.get("benchmark")), Path(run["log"]).name)] = run
+        return {str(doc.get("system")): found}, ""
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}, f"{path} is unreadable; energy was read from the result files only"
+
+
+def _read_system(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ResultsError(
+            f"{path}: system description missing; every results/<system>/ folder needs systems/<system>.json "
+            f"(write one with `trainperf system -o {path}`)"
+        )
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ResultsError(f"cannot read system description {path}: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResultsError(f"{path}: not valid JSON ({e}); fix it or write it again with `trainperf system`") from None
+    if not isinstance(doc, dict):
+        raise ResultsError(f"{path}: the top level must be a JSON object of field -> value")
+    return doc
+
+
+def _count(desc: dict[str, Any], name: str, path: Path) -> int:
+    value = desc.get(name)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if name == "accelerators_per_node" and text.upper() in ("N/A", "NA", "NONE"):
+            return 0
+        if text.isdigit():
+            return int(text)
+    raise ResultsError(f'{path}: field {name!r} is {value!r}; it must be a whole number such as "1"')
+
+
+def _unique_labels(systems: list[SystemResults]) -> list[SystemResults]:
+    names = [s.name for s in systems]
+    out = []
+    for s in systems:
+        if names.count(s.name) == 1:
+            out.append(s)
+            continue
+        folders = [t.source.name for t in systems if t.name == s.name]
+        where = s.source.name if folders.count(s.source.name) == 1 else str(s.source)
+        out.append(replace(s, label=f"{s.name} ({where})"))
+    return out
+
+
+__all__ = ["collect", "SystemResults", "BenchmarkResults", "RunResult", "ENERGY_KEY", "FALLBACK_RUNS"]

@@ -1,0 +1,382 @@
+"""The one-file HTML report (inline CSS, charts as base64 PNG data URIs, no external URL) and a Markdown table.
+
+Every string that came from a result or system file is HTML-escaped; charts are drawn with matplotlib's
+Agg canvas (imported only when a report is rendered) with math-text parsing off, so a system name is
+drawn as written.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from trainperf.errors import ResultsError, TrainperfError, UsageError
+from trainperf.report.collect import BenchmarkResults, SystemResults, collect
+from trainperf.spec import BENCHMARKS
+
+Group = tuple[str, str, list[tuple[int, SystemResults, BenchmarkResults]]]  # benchmark, scale, (color, sys, res)
+_PNG = b"\x89PNG\r\n\x1a\n"
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}th,td{border:1px solid #ddd;padding:.3em .6em;text-align:left}
+th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.score{color:#1a7f37;font-weight:600}.preview{color:#9a6700;font-weight:600}.no-score{color:#cf222e;font-weight:600}
+.note,.meta,figcaption{color:#555;font-size:12.5px}nav a{margin-right:1em}figure{margin:1em 0}img{max-width:100%}
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _min(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _energy(joules: float) -> str:
+    return f"{joules / 1000:.2f} kJ ({joules / 3600:.2f} Wh)"
+
+
+def _groups(systems: list[SystemResults]) -> list[Group]:
+    """(benchmark, scale) across systems, in MLPerf's benchmark order; a system keeps one color everywhere."""
+    found: dict[tuple[str, str], list] = {}
+    for color, s in enumerate(systems):
+        for b in s.benchmarks:
+            found.setdefault((b.benchmark, b.scale), []).append((color, s, b))
+
+    def order(k: tuple[str, str]) -> tuple[int, str, str]:
+        return (BENCHMARKS.index(k[0]) if k[0] in BENCHMARKS else len(BENCHMARKS), k[0], k[1])
+
+    return [(k[0], k[1], found[k]) for k in sorted(found, key=order)]
+
+
+def _check_price(price_per_hour: float | None) -> None:
+    if price_per_hour is not None and (not math.isfinite(price_per_hour) or price_per_hour < 0):
+        raise UsageError(f"--price-per-hour must be a non-negative number, got {price_per_hour}")
+
+
+# --- charts -----------------------------------------------------------------------------------------
+def _mpl():
+    try:
+        import matplotlib
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise TrainperfError(
+            "the HTML report draws its charts with matplotlib, which is not installed: pip install matplotlib"
+        ) from None
+    return matplotlib, Figure, FigureCanvasAgg
+
+
+def _png(fig, canvas_cls) -> str:
+    buf = io.BytesIO()
+    canvas_cls(fig).print_png(buf)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _chart(draw, rows: int) -> str:
+    matplotlib, Figure, Canvas = _mpl()
+    with matplotlib.rc_context({"text.parse_math": False, "font.size": 9}):
+        fig = Figure(figsize=(7.5, 1.4 + 0.45 * rows), dpi=96, layout="constrained")
+        draw(fig.add_subplot(), matplotlib.colormaps["tab10"])
+        return _png(fig, Canvas)
+
+
+def _time_to_train_chart(group: Group) -> str:
+    _, _, items = group
+
+    def draw(ax, cmap) -> None:
+        for y, (color, _, b) in enumerate(items):
+            m = b.score.minutes
+            if m is None:
+                ax.text(0, y, "  no score", va="center", color="#cf222e")
+                continue
+            ax.barh(y, m, color=cmap(color % 10), hatch=None if b.score.valid else "//", edgecolor="#333")
+            ax.text(m, y, f" {m:.3f} min ({b.score.label})", va="center")
+        ax.set_yticks(range(len(items)), [s.label for _, s, _ in items])
+        ax.invert_yaxis()
+        ax.set_xlabel("minutes to train (olympic score; hatched: preview)")
+        ax.margins(x=0.35)
+
+    return _chart(draw, len(items))
+
+
+def _spread_chart(group: Group) -> str:
+    _, _, items = group
+
+    def draw(ax, cmap) -> None:
+        for y, (color, _, b) in enumerate(items):
+            ok = [r.minutes for r in b.runs if r.success]
+            if len(ok) >= 2:
+                try:
+                    ax.boxplot(ok, positions=[y], orientation="horizontal", widths=0.5, showfliers=False)
+                except TypeError:  # matplotlib < 3.10 names it vert=False
+                    ax.boxplot(ok, positions=[y], vert=False, widths=0.5, showfliers=False)
+            for i, r in enumerate(b.runs):
+                dy = ((i % 5) - 2) * 0.07  # a fixed jitter so that equal times stay visible
+                if r.success:
+                    ax.plot(r.minutes, y + dy, "o", color=cmap(color % 10), alpha=0.85)
+                else:
+                    ax.plot(r.minutes, y + dy, "x", color="#cf222e", markersize=8, label="aborted run")
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            ax.legend(handles[:1], labels[:1], loc="best")
+        ax.set_yticks(range(len(items)), [s.label for _, s, _ in items])
+        ax.set_ylim(len(items) - 0.5, -0.5)
+        ax.set_xlabel("minutes of each run (run_start to run_stop)")
+
+    return _chart(draw, len(items))
+
+
+def _convergence_chart(group: Group) -> str:
+    _, _, items = group
+
+    def draw(ax, cmap) -> None:
+        for color, s, b in items:
+            for n, r in enumerate(b.runs):
+                if not r.curve:
+                    continue
+                xs, _, qs = zip(*r.curve, strict=True)
+                ax.plot(
+                    xs,
+                    qs,
+                    "-" if r.success else ":",
+                    marker=".",
+                    color=cmap(color % 10),
+                    alpha=0.8,
+                    label=s.label if n == 0 else None,
+                )
+        target = next((b for _, _, b in items if b.target is not None), None)
+        if target is not None:
+            ax.axhline(target.target, color="#cf222e", linestyle="--", label=f"target: {target.target_text}")
+        if not any(r.curve for _, _, b in items for r in b.runs):
+            ax.text(0.5, 0.5, "no evaluation logged", transform=ax.transAxes, ha="center", color="#555")
+        ax.set_xlabel("minutes since run_start (dotted: aborted run)")
+        ax.set_ylabel("quality")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best")
+
+    return _chart(draw, 6)
+
+
+# --- HTML ---------------------------------------------------------------------------------------------
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]], numeric: Iterable[int] = ()) -> str:
+    """``head`` is trusted text; each cell is already-escaped HTML; ``numeric`` columns align right."""
+    right = set(numeric)
+    out = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        cells = "".join(f'<td class="n">{c}</td>' if i in right else f"<td>{c}</td>" for i, c in enumerate(row))
+        out.append(f"<tr>{cells}</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _label_html(b: BenchmarkResults) -> str:
+    label = b.score.label
+    return f'{_min(b.score.minutes)} <span class="{label.replace(" ", "-")}">{label}</span>'
+
+
+def _figures(groups: list[Group], chart, caption: str) -> str:
+    parts = []
+    for g in groups:
+        img = chart(g)
+        alt = f"{g[0]} ({g[1]}) {caption}"
+        parts.append(
+            f'<figure><img src="{img}" alt="{_e(alt)}"><figcaption>{_e(g[0])} ({_e(g[1])}): {caption}'
+            "</figcaption></figure>"
+        )
+    return "\n".join(parts)
+
+
+def render_html(systems: list[SystemResults], *, price_per_hour: float | None, history_png: bytes | None = None) -> str:
+    """One self-contained HTML document: tables, charts as data URIs, no external reference."""
+    _check_price(price_per_hour)
+    if history_png is not None and not history_png.startswith(_PNG):
+        raise UsageError("the history chart must be PNG bytes")
+    groups = _groups(systems)
+    pairs = [(s, b) for _, _, items in groups for _, s, b in items]
+    sec: list[tuple[str, str, str]] = []  # id, title, body
+
+    rows = [
+        [
+            _e(s.label), _e(b.benchmark), _e(b.scale), f"{b.score.successes}/{b.score.runs}",
+            _label_html(b), _min(b.score.spread), _e(b.target_text),
+            _e("; ".join(x for x in (b.score.note, b.spec_note) if x) or "valid olympic score"),
+        ]
+        for s, b in pairs
+    ]  # fmt: skip
+    head = ["system", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target", "note"]
+    sec.append(("summary", "Summary", _table(head, rows, (3, 4, 5))))
+    sec.append(("time-to-train", "Time to train", _figures(groups, _time_to_train_chart, "score in minutes")))
+    sec.append(("spread", "Run spread", _figures(groups, _spread_chart, "each run's minutes; x marks an aborted run")))
+    sec.append(
+        ("convergence", "Convergence", _figures(groups, _convergence_chart, "quality at each evaluation per run"))
+    )
+    rows = [
+        [
+            _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
+            _e(f"{s.accelerators} × {s.accelerator_model}" if s.accelerators else f"{s.nodes} host processor (CPU-only)"),
+            _min(None if b.score.minutes is None else b.score.minutes * s.processors),
+        ]
+        for s, b in pairs
+    ]  # fmt: skip
+    body = _table(["system", "benchmark", "score (min)", "processors", "per-accelerator time (min)"], rows, (2, 4))
+    body += '<p class="note">Score minutes × accelerators; a CPU-only host counts as 1 processor.</p>'
+    sec.append(("per-accelerator", "Per-accelerator time", body))
+    if price_per_hour is not None:
+        rows = [
+            [
+                _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
+                "–" if b.score.minutes is None else f"{b.score.minutes / 60 * price_per_hour:.4g}",
+                f"{sum(r.minutes for r in b.runs) / 60 * price_per_hour:.4g}",
+            ]
+            for s, b in pairs
+        ]  # fmt: skip
+        body = _table(["system", "benchmark", "score (min)", "cost to train", "cost of all runs"], rows, (2, 3, 4))
+        body += f'<p class="note">Minutes / 60 × {price_per_hour:g} per system-hour (one price for every system).</p>'
+        sec.append(("cost", "Cost to train", body))
+    runs = [(s, b, r) for s, b in pairs for r in b.runs]
+    if any(r.energy_joules is not None for _, _, r in runs):
+        rows = [
+            [
+                _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _e(r.path.name), _e(r.status), _min(r.minutes),
+                _energy(r.energy_joules) if r.energy_joules is not None else "not measured", _e(r.energy_note),
+            ]
+            for s, b, r in runs
+        ]  # fmt: skip
+        body = _table(["system", "benchmark", "run", "status", "minutes", "energy to train", "how"], rows, (4, 5))
+    else:
+        body = (
+            "<p>Energy to train: <strong>not measured</strong>. No run record carries an energy reading "
+            "(trainperf measures it with RAPL and NVML where the machine allows).</p>"
+        )
+    sec.append(("energy", "Energy to train", body))
+    if history_png is not None:
+        img = "data:image/png;base64," + base64.b64encode(history_png).decode("ascii")
+        sec.append(
+            ("history", "Published MLPerf history", f'<figure><img src="{img}" alt="published history"></figure>')
+        )
+    rows = [
+        [
+            _e(s.label), _e(s.source), str(s.nodes), str(s.accelerators), _e(s.accelerator_model),
+            _e(s.host_processor_model), _e("; ".join(s.notes) or "–"),
+        ]
+        for s in systems
+    ]  # fmt: skip
+    head = ["system", "from", "nodes", "accelerators", "accelerator", "host processor", "notes"]
+    sec.append(("systems", "Systems", _table(head, rows, (2, 3))))
+
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    nav = " ".join(f'<a href="#{i}">{t}</a>' for i, t, _ in sec)
+    sections = "\n".join(f'<section id="{i}"><h2>{t}</h2>\n{b}\n</section>' for i, t, b in sec)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>trainperf report</title><style>{_CSS}</style></head><body>\n"
+        f'<h1>trainperf report</h1><p class="meta">{len(systems)} system(s), {len(groups)} benchmark(s); '
+        f"made {stamp} by trainperf {_version()}. A score is the olympic mean of the runs' minutes "
+        "(MLPerf Training v2.0 rules); fewer runs than the rules require make a preview.</p>\n"
+        f"<nav>{nav}</nav>\n{sections}\n</body></html>\n"
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trainperf")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+# --- Markdown -----------------------------------------------------------------------------------------
+def _md(value: object) -> str:
+    return html.escape(str(value), quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(systems: list[SystemResults], price_per_hour: float | None = None) -> str:
+    """A Markdown table, one row per system × benchmark, to paste into an issue."""
+    _check_price(price_per_hour)
+    head = ["system", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target"]
+    head += ["per-accelerator (min)", "energy to train"] + (["cost to train"] if price_per_hour is not None else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, _, items in _groups(systems):
+        for _, s, b in items:
+            m = b.score.minutes
+            measured = [r.energy_joules for r in b.runs if r.success and r.energy_joules is not None]
+            ok = [r for r in b.runs if r.success]
+            energy = (
+                f"{_energy(sum(measured) / len(measured))} mean of {len(measured)}/{len(ok)} runs"
+                if measured
+                else "not measured"
+            )
+            row = [
+                _md(s.label), _md(b.benchmark), _md(b.scale), f"{b.score.successes}/{b.score.runs}",
+                f"{_min(m)} {b.score.label}", _min(b.score.spread), _md(b.target_text),
+                _min(None if m is None else m * s.processors), energy,
+            ]  # fmt: skip
+            if price_per_hour is not None:
+                row.append("–" if m is None else f"{m / 60 * price_per_hour:.4g}")
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# --- writing --------------------------------------------------------------------------------------------
+def _atomic_write(path: Path, text: str) -> None:
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be shared
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise ResultsError(f"cannot write {path}: {e.strerror or e}; choose another output path") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def write_report(
+    paths: list[Path],
+    out: Path,
+    *,
+    price_per_hour: float | None = None,
+    markdown: Path | None = None,
+    history_png: bytes | None = None,
+) -> Path:
+    """Collect ``paths``, render, and write the HTML report to ``out`` (and the Markdown table if asked).
+
+    Everything is rendered before anything is written, and each file is written to a temporary file and
+    renamed, so a failure leaves no half-written report. Nothing is written except ``out`` and ``markdown``.
+    """
+    _check_price(price_per_hour)
+    out = Path(out)
+    targets = [out] + ([Path(markdown)] if markdown is not None else [])
+    for target in targets:
+        if target.is_dir():
+            raise ResultsError(f"{target} is a folder; give a file name such as {target / 'report.html'}")
+    systems = collect([Path(p) for p in paths])
+    inputs = {r.path.resolve() for s in systems for b in s.benchmarks for r in b.runs}
+    inputs |= {(s.source / "systems" / f"{s.name}.json").resolve() for s in systems}
+    for target in targets:
+        if target.resolve() in inputs:
+            raise ResultsError(f"{target} is one of the input files; the report must not overwrite a result")
+    text = render_html(systems, price_per_hour=price_per_hour, history_png=history_png)
+    md = render_markdown(systems, price_per_hour) if markdown is not None else None
+    _atomic_write(out, text)
+    if markdown is not None and md is not None:
+        _atomic_write(Path(markdown), md)
+    return out
+
+
+__all__ = ["render_html", "render_markdown", "write_report"]
