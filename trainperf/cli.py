@@ -91,6 +91,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--runs must be at least 1")
     keys = _benchmarks(args.benchmarks, args.scale)
     from trainperf.harness import dist as dist_mod
+    from trainperf.rules.closed import parse_overrides
+
+    parse_overrides(args.set)  # a malformed --set fails before torchrun starts
 
     if args.nproc > 1 and not dist_mod.launched_by_torchrun():
         return _relaunch_with_torchrun(args.nproc)
@@ -118,6 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         system_name=args.system_name,
         dry_run=args.dry_run,
         drop_caches=args.drop_caches,
+        overrides=tuple(parse_overrides(args.set).items()),
     )
 
     def observer(key: str, i: int, n: int) -> ProgressBar:
@@ -278,6 +282,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--drop-caches",
         action="store_true",
         help="drop the OS page cache before each run (needs root), logged as cache_clear",
+    )
+    r.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a hyperparameter of the default recipe (repeatable). Closed division: only the keys the "
+        "rules list as tunable, within their allowed values; open: any recipe key",
     )
     r.add_argument("--quiet", action="store_true", help="print nothing but errors")
     r.set_defaults(func=cmd_run)

@@ -97,6 +97,12 @@ class Workload(abc.ABC):
     """
 
     SPECS: dict[str, BenchmarkSpec] = {}
+    CLOSED_RULES: dict[str, dict[str, Any]] = {}  # scale -> recipe key -> rule (trainperf.rules.closed)
+
+    @classmethod
+    def default_recipe(cls, scale: str) -> dict[str, Any]:
+        """The default hyperparameters at a scale (the keys ``--set`` may change)."""
+        return {}
 
     def __init__(
         self,

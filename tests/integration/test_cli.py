@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from trainperf.harness.results import read_mllog
 from trainperf.rules.compliance import check_log, is_target_only_failure
 
 
@@ -98,3 +99,34 @@ def test_check_command_explains_failures(tmp_path, scale):
     r = trainperf("check", log)
     assert r.returncode == 1
     assert "FAIL" in r.stdout and "run_start" in r.stdout
+
+
+def test_closed_violation_stops_before_anything_is_written(tmp_path):
+    r = trainperf(
+        "run", "resnet", "--scale", "reference", "--dry-run", "--set", "lars_epsilon=0.001", "--out", tmp_path / "o"
+    )
+    assert r.returncode == 2
+    assert "rule 'resnet/reference/lars_epsilon'" in r.stderr and "0.001" in r.stderr and "Allowed: 0.0" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_open_division_override_is_recorded_in_the_log(tmp_path):
+    r = trainperf(
+        "run",
+        "resnet",
+        "--scale",
+        "reference",
+        "--dry-run",
+        "--division",
+        "open",
+        "--set",
+        "lars_epsilon=0.001",
+        "--out",
+        tmp_path / "o",
+    )
+    assert r.returncode == 0, r.stderr
+    [log] = list((tmp_path / "o" / "results").rglob("result_0.txt"))
+    records = {rec["key"]: rec for rec in read_mllog(log)}
+    assert records["trainperf_overrides"]["value"] == {"lars_epsilon": 0.001}
+    assert records["lars_epsilon"]["value"] == 0.001
+    assert records["submission_division"]["value"] == "open"

@@ -122,6 +122,7 @@ def execute_run(
     log.event("trainperf_framework", f"PyTorch {torch.__version__}")
     log.event("trainperf_dry_run", config.dry_run)
     log.event("trainperf_world_size", dist.world_size)
+    log.event("trainperf_overrides", dict(config.overrides))  # hyperparameters changed from the default recipe
     log.event(constants.SEED, config.seed)
 
     seed_everything(config.seed + dist.rank)

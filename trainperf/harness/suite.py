@@ -22,6 +22,7 @@ from trainperf.harness.dist import DistContext
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.results import parse_run
 from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
+from trainperf.rules.closed import check_overrides
 from trainperf.scoring import Score, score_results
 from trainperf.spec import RunConfig
 
@@ -40,6 +41,7 @@ class SuiteOptions:
     org: str = "trainperf-user"
     availability: str = "available"
     system_name: str | None = None
+    overrides: tuple[tuple[str, Any], ...] = ()  # --set KEY=VALUE, checked against the division's rules
     dry_run: bool = False
     drop_caches: bool = False
 
@@ -127,6 +129,17 @@ def run_suite(
     """Run (or resume) every benchmark's runs; write result files and the summary on rank 0."""
     from trainperf.submission.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
 
+    overrides = dict(options.overrides)
+    for key in options.benchmarks:  # rules are checked before anything runs or is written
+        cls = registry.workload_class(key)
+        check_overrides(
+            key,
+            options.scale,
+            options.division,
+            cls.default_recipe(options.scale),
+            cls.CLOSED_RULES.get(options.scale, {}),
+            overrides,
+        )
     system = options.system_name or default_system_name(nodes=1)
     if dist.is_main:
         _check_out_folder(options.out, system, options.scale)
@@ -154,7 +167,7 @@ def run_suite(
                 runs.append(resumed)
                 continue
             seed = options.seed + i
-            config = RunConfig(seed=seed, dry_run=options.dry_run, division=options.division)
+            config = RunConfig(seed=seed, dry_run=options.dry_run, division=options.division, overrides=overrides)
             partial = result_dir / f".result_{i}.txt.partial"
             log = RunLog(partial if dist.is_main else None)
             observer = observer_for(key, i, options.runs) if observer_for else RunObserver()

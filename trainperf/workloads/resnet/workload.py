@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, DistributedSampler
 
 from trainperf.errors import UsageError
+from trainperf.rules.closed import OneOf, PowerOfTwoTimes, Rule, Tunable
 from trainperf.spec import BenchmarkSpec, Workload
 from trainperf.workloads.common.schedules import poly_warmup
 from trainperf.workloads.resnet import data
@@ -104,11 +105,34 @@ class ResNetWorkload(Workload):
         "label_smoothing": 0.1,
         "train_epochs": 37,
     }
+    # Closed division: what a closed run may change (every other recipe key is fixed). Reference: the
+    # MLPerf v2.0 rules (closed_resnet_lars.yaml fixes the end LR 0.0001, poly power 2, epsilon 0 and a weight
+    # decay of 1e-4 * 2^N). Mini: trainperf's own rules for the mini recipe.
+    CLOSED_RULES: dict[str, dict[str, Rule]] = {
+        "reference": {
+            "global_batch_size": Tunable(),
+            "lars_opt_base_learning_rate": Tunable(),
+            "lars_opt_learning_rate_warmup_epochs": Tunable(),
+            "lars_opt_momentum": Tunable(),
+            "lars_opt_weight_decay": PowerOfTwoTimes(1e-4),
+            "label_smoothing": OneOf((0.0, 0.1)),
+            "train_epochs": Tunable(),
+        },
+        "mini": {
+            "global_batch_size": Tunable(),
+            "opt_base_learning_rate": Tunable(),
+            "opt_learning_rate_warmup_epochs": Tunable(),
+            "opt_learning_rate_schedule_epochs": Tunable(),
+        },
+    }
     DRY_RUN_LOCAL_BATCH = 4  # a dry run at full model size on the CPU
 
+    @classmethod
+    def default_recipe(cls, scale: str) -> dict[str, Any]:
+        return dict(cls.MINI_RECIPE if scale == "mini" else cls.REFERENCE_RECIPE)
+
     def prepare(self) -> None:
-        recipe = self.MINI_RECIPE if self.spec.scale == "mini" else self.REFERENCE_RECIPE
-        self.recipe = {**recipe, **self.config.overrides}
+        self.recipe = {**self.default_recipe(self.spec.scale), **self.config.overrides}
         batch = self.recipe["global_batch_size"]
         if self.config.dry_run and self.spec.scale == "reference":
             batch = self.DRY_RUN_LOCAL_BATCH * self.dist.world_size

@@ -1,0 +1,84 @@
+"""Closed-division hyperparameter rules: checked before a run, each violation names rule, value and allowed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainperf.errors import RuleError, UsageError
+from trainperf.rules.closed import OneOf, PowerOfTwoTimes, Tunable, check_overrides, parse_overrides
+from trainperf.workloads.resnet.workload import ResNetWorkload
+
+
+def check(scale, division, **overrides):
+    check_overrides(
+        "resnet", scale, division, ResNetWorkload.default_recipe(scale), ResNetWorkload.CLOSED_RULES[scale], overrides
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("lars_opt_end_learning_rate", 0.001, "fixed at 0.0001"),
+        ("lars_opt_learning_rate_decay_poly_power", 1, "fixed at 2"),
+        ("lars_epsilon", 1e-8, "fixed at 0.0"),
+        ("lars_opt_weight_decay", 3e-5, "0.0001 * 2^N"),
+        ("label_smoothing", 0.2, "one of 0.0, 0.1"),
+        ("opt_name", "sgd", "fixed at 'lars'"),
+    ],
+)
+def test_reference_closed_violations(key, value, allowed):
+    with pytest.raises(RuleError) as e:
+        check("reference", "closed", **{key: value})
+    msg = str(e.value)
+    assert f"rule 'resnet/reference/{key}'" in msg and repr(value) in msg and allowed in msg
+
+
+def test_reference_closed_allows_the_tunable_values():
+    check(
+        "reference",
+        "closed",
+        lars_opt_weight_decay=2e-4,
+        lars_opt_base_learning_rate=8.0,
+        global_batch_size=1024,
+        lars_opt_learning_rate_warmup_epochs=3,
+        train_epochs=40,
+        label_smoothing=0.0,
+    )
+
+
+@pytest.mark.parametrize(("key", "value"), [("opt_weight_decay", 0.1), ("label_smoothing", 0.0), ("opt_name", "sgd")])
+def test_mini_closed_violations(key, value):
+    with pytest.raises(RuleError, match=f"rule 'resnet/mini/{key}'"):
+        check("mini", "closed", **{key: value})
+
+
+def test_mini_closed_tunables_and_open_anything():
+    check("mini", "closed", opt_base_learning_rate=0.003, global_batch_size=256)
+    check("mini", "open", opt_weight_decay=0.1, label_smoothing=0.0)
+
+
+def test_unknown_key_lists_the_recipe_keys():
+    with pytest.raises(UsageError, match="no hyperparameter 'lr'.*opt_base_learning_rate"):
+        check("mini", "open", lr=0.1)
+
+
+def test_tunable_numbers_must_be_positive():
+    with pytest.raises(RuleError, match="any positive number"):
+        check("mini", "closed", opt_base_learning_rate=-1.0)
+
+
+def test_rule_primitives():
+    assert PowerOfTwoTimes(1e-4).allows(5e-5, None) and not PowerOfTwoTimes(1e-4).allows(3e-5, None)
+    assert OneOf((1, 2)).allows(2, 1) and not OneOf((1, 2)).allows(3, 1)
+    assert Tunable().allows(256, 128) and not Tunable().allows(2.5, 128)
+
+
+def test_parse_overrides_reads_json_values_never_code():
+    assert parse_overrides(["a=0.5", "b=true", "c=lars", "d=__import__('os')"]) == {
+        "a": 0.5,
+        "b": True,
+        "c": "lars",
+        "d": "__import__('os')",
+    }
+    with pytest.raises(UsageError, match="expected KEY=VALUE"):
+        parse_overrides(["novalue"])

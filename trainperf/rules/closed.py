@@ -1,0 +1,110 @@
+"""Closed-division hyperparameter rules, as data, checked before a run starts.
+
+A benchmark's workload lists, per scale, the recipe keys a closed submission may change and how
+(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``); every other recipe key is fixed at the recipe's value. Open
+division: any recipe key may change, and the changes are logged. Nothing here evaluates text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainperf.errors import RuleError, UsageError
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """Any value of the recipe's type (positive for numbers)."""
+
+    def allows(self, value: Any, default: Any) -> bool:
+        if isinstance(default, bool) or isinstance(value, bool):
+            return isinstance(value, bool)
+        if isinstance(default, (int, float)):
+            return isinstance(value, (int, float)) and value > 0 and (isinstance(default, float) or value == int(value))
+        return isinstance(value, type(default))
+
+    def describe(self, default: Any) -> str:
+        return "any positive number" if isinstance(default, (int, float)) else f"any {type(default).__name__}"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    values: tuple[Any, ...]
+
+    def allows(self, value: Any, default: Any) -> bool:
+        return value in self.values
+
+    def describe(self, default: Any) -> str:
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class PowerOfTwoTimes:
+    """``base * 2**N`` for an integer N (MLPerf's LARS weight decay rule)."""
+
+    base: float
+
+    def allows(self, value: Any, default: Any) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            return False
+        n = math.log2(value / self.base)
+        return abs(n - round(n)) < 1e-9
+
+    def describe(self, default: Any) -> str:
+        return f"{self.base:g} * 2^N for an integer N (e.g. {self.base / 2:g}, {self.base:g}, {self.base * 2:g})"
+
+
+Rule = Tunable | OneOf | PowerOfTwoTimes
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs from the command line; VALUE is read as JSON (number, bool) or else kept as text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. --set opt_base_learning_rate=0.003")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if not isinstance(value, (int, float, str, bool)):
+            raise UsageError(f"--set {item!r}: the value must be a number, true/false or text")
+        out[key.strip()] = value
+    return out
+
+
+def check_overrides(
+    benchmark: str,
+    scale: str,
+    division: str,
+    recipe: Mapping[str, Any],
+    rules: Mapping[str, Rule],
+    overrides: Mapping[str, Any],
+) -> None:
+    """Raise before any run when an override is unknown or breaks a closed-division rule."""
+    for key, value in overrides.items():
+        if key not in recipe:
+            raise UsageError(
+                f"--set {key}: {benchmark} ({scale}) has no hyperparameter {key!r}; its recipe keys are "
+                + ", ".join(sorted(recipe))
+            )
+        if division != "closed":
+            continue
+        default = recipe[key]
+        rule = rules.get(key)
+        if rule is None:
+            if value != default:
+                raise RuleError(
+                    f"closed division, rule '{benchmark}/{scale}/{key}': {key} is fixed at {default!r}; you gave "
+                    f"{value!r}. Allowed: {default!r} only (use --division open to change it)"
+                )
+        elif not rule.allows(value, default):
+            raise RuleError(
+                f"closed division, rule '{benchmark}/{scale}/{key}': you gave {key}={value!r}; allowed: "
+                f"{rule.describe(default)} (use --division open for other values)"
+            )
