@@ -11,7 +11,16 @@ DEFAULT_REPORT = Path("report.html")
 def cmd_report(args: argparse.Namespace) -> int:
     from trainperf.report.html import write_report
 
-    out = write_report(args.results, args.output, price_per_hour=args.price_per_hour, markdown=args.markdown)
+    history_png = None
+    if args.history_round != "none":
+        from trainperf.history.charts import fastest_bar_chart
+        from trainperf.history.query import fastest, load_results
+
+        rows = fastest(load_results(), division="closed", round=args.history_round)
+        history_png = fastest_bar_chart(rows, f"Published MLPerf Training {args.history_round}: fastest closed results")
+    out = write_report(
+        args.results, args.output, price_per_hour=args.price_per_hour, markdown=args.markdown, history_png=history_png
+    )
     print(f"{out}: report written ({out.stat().st_size / 1024:.0f} KiB, one self-contained file)")
     if args.markdown is not None:
         print(f"{args.markdown}: Markdown table written")
@@ -39,6 +48,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="price of one hour of a whole system, to show the cost to train (minutes / 60 × X)",
     )
     p.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="also write a Markdown table here")
+    p.add_argument(
+        "--history-round",
+        default="v2.0",
+        metavar="ROUND",
+        help="also chart the fastest published closed MLPerf results of this round, like the press releases "
+        "(default v2.0, the round the reference scale mirrors; 'none' to leave it out)",
+    )
     p.set_defaults(func=cmd_report)
     return p
 
