@@ -18,6 +18,7 @@ from typing import Any
 
 from trainperf import registry
 from trainperf.errors import ResultsError, RunInterrupted, TrainperfError
+from trainperf.fileio import atomic_write_text
 from trainperf.harness.dist import DistContext
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.results import parse_run
@@ -53,18 +54,6 @@ class BenchmarkSummary:
     target: str
     runs: list[dict[str, Any]]
     score: Score
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _check_out_folder(out: Path, system: str, scale: str) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from trainperf.errors import UsageError
+from trainperf.fileio import atomic_write_bytes
 from trainperf.history import query
 
 _SOURCE = "rescored from mlcommons/training_results_v0.6 … v5.1 (olympic mean × scaling.json)"
@@ -50,14 +49,10 @@ def _write_chart(path: Path, png: bytes, quiet: bool) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"--chart {path}: the folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(png)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write_bytes(path, png)
+    except OSError as e:
+        raise UsageError(f"--chart {path}: cannot write it ({e.strerror or e})") from None
     print(f"chart: {path}", file=sys.stderr if quiet else sys.stdout)
 
 

@@ -12,12 +12,11 @@ import datetime as _dt
 import html
 import io
 import math
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from trainperf.errors import ResultsError, TrainperfError, UsageError
+from trainperf.fileio import atomic_write_text
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect
 from trainperf.spec import BENCHMARKS
 
@@ -330,20 +329,10 @@ def render_markdown(systems: list[SystemResults], price_per_hour: float | None =
 
 # --- writing --------------------------------------------------------------------------------------------
 def _atomic_write(path: Path, text: str) -> None:
-    tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be shared
-        os.replace(tmp, path)
-        tmp = None
+        atomic_write_text(path, text)
     except OSError as e:
         raise ResultsError(f"cannot write {path}: {e.strerror or e}; choose another output path") from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 def write_report(

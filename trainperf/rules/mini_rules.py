@@ -19,14 +19,13 @@ Regenerate the shipped files after changing a mini spec: ``python -m trainperf.r
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from trainperf.errors import UsageError
+from trainperf.fileio import atomic_write_text
 from trainperf.spec import BENCHMARKS, MLPERF_RULESET, BenchmarkSpec
 
 RULES_DIR = Path(__file__).parent / "mini"
@@ -199,15 +198,7 @@ def mini_rule_yaml(spec: BenchmarkSpec) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text)
 
 
 def write_mini_rules(dest_dir: Path, specs: Iterable[BenchmarkSpec]) -> list[Path]:

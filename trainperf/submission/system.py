@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from trainperf.errors import ResultsError, UsageError
+from trainperf.fileio import atomic_write_text
 
 # Ruleset the official checker is run against; ``status`` values are enforced from 4.0 on.
 CHECKER_USAGE = "training"
@@ -213,24 +214,12 @@ def write_system(desc: dict[str, str], path: Path) -> Path:
     """Write ``desc`` as JSON to ``path`` atomically (temporary file, then rename); returns ``path``."""
     path = Path(path)
     text = json.dumps(desc, indent=2) + "\n"
-    tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a description is meant to be shared
-        os.replace(tmp, path)
-        tmp = None
+        atomic_write_text(path, text)
     except OSError as err:
         raise ResultsError(
             f"cannot write system description {path}: {err.strerror or err}; choose a folder you can write to"
         ) from err
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
     return path
 
 
