@@ -328,8 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from trainperf.history.cli import add_parser as add_history_parser
     from trainperf.report.cli import add_parser as add_report_parser
+    from trainperf.submission.cli import add_parser as add_submission_parser
 
     add_report_parser(sub)
+    add_submission_parser(sub)
     add_history_parser(sub)
 
     ls = sub.add_parser("list", help="list the benchmarks, their scales and targets")

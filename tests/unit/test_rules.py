@@ -160,6 +160,12 @@ def test_run_below_target_fails_on_target_only(tmp_path, rule_file):
     ]
 
 
+def test_quality_outside_zero_one_is_caught(tmp_path, rule_file):
+    result = check(write_log(tmp_path / "run.txt", accuracies=(0.41, 1.5, 0.95)), rule_file)
+    assert not result.passed
+    assert any("must lie in [0, 1]" in p and "1.5" in p for p in result.problems), result.problems
+
+
 def test_missing_seed_is_named(tmp_path, rule_file):
     result = check(write_log(tmp_path / "run.txt", drop={"seed"}), rule_file)
     assert not result.passed

@@ -321,6 +321,10 @@ def _explain_end(test: str, lines: list[_Line], benchmark: str | None) -> str:
             return "the run has no run_stop line, so it did not end with status 'success'"
         status = _metadata(stops[0][1]).get("status")
         return f"the run stopped with status {status!r}, not 'success': only successful runs count"
+    if test == mini_rules.RANGE_CHECK:
+        bad = [rec.get("value") for _, rec in _records(lines, "eval_accuracy")]
+        bad = [v for v in bad if not (isinstance(v, dict) or (_is_number(v) and 0 <= v <= 1))]
+        return f"eval_accuracy values must lie in [0, 1]; the log has {', '.join(map(repr, bad[:5]))}"
     if test.startswith("sorted(s['initialized_tensors'])"):
         return _explain_tensors(lines, benchmark)
     return f"the log breaks the official end-of-log rule `{' '.join(test.split())}`"

@@ -34,6 +34,7 @@ OFFICIAL_COMMON = f"training_{MLPERF_RULESET}/common.yaml"
 # The END checks, exactly as written into the files; ``compliance`` recognises them by this text.
 DIVISION_CHECK = "s['mlperf_division'] == 'open'"
 STATUS_CHECK = "s['run_status'] == 'success'"
+RANGE_CHECK = "s['quality_out_of_range'] == 0"
 
 # Keys this file defines itself, whatever the spec's hyperparameters are.
 _OWN_KEYS = (
@@ -145,7 +146,7 @@ def mini_rule_yaml(spec: BenchmarkSpec) -> str:
     out += [
         "- BEGIN:",
         "    CODE: |",
-        "        s.update({'mlperf_division': None, 'run_status': None})",
+        "        s.update({'mlperf_division': None, 'run_status': None, 'quality_out_of_range': 0})",
         f"        enqueue_config('{OFFICIAL_COMMON}')",
         "",
     ]
@@ -186,13 +187,21 @@ def mini_rule_yaml(spec: BenchmarkSpec) -> str:
         "eval_accuracy",
         req="AT_LEAST_ONE",
         atleast_one=quality_check(spec),
-        comment=(f"The mini quality target: {spec.target_text}.",),
+        post=(
+            "s['quality_out_of_range'] += 0 if isinstance(v['value'], dict) or "
+            "(isinstance(v['value'], (int, float)) and 0 <= v['value'] <= 1) else 1"
+        ),
+        comment=(
+            f"The mini quality target: {spec.target_text}; every evaluation must lie in [0, 1] (checked at END:",
+            "the official open rules only ask for one value below 1.0).",
+        ),
     )
     out += [
         "- END:",
         "    CHECK:",
         f'        - " {DIVISION_CHECK} "',
         f'        - " {STATUS_CHECK} "',
+        f'        - " {RANGE_CHECK} "',
     ]
     return "\n".join(out) + "\n"
 

@@ -1,0 +1,94 @@
+"""`trainperf package` and `trainperf review`: thin handlers over package.py and review.py."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from trainperf.spec import MLPERF_RULESET
+
+DEFAULT_ORG = "trainperf-user"  # the default of `trainperf run --org`
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "package",
+        help="assemble run folders into an MLCommons submission package",
+        description="Assemble trainperf output folders into an MLCommons Training submission package: "
+        "OUT/<org>/systems, OUT/<org>/results/<system>/<benchmark>/result_<i>.txt and "
+        "OUT/<org>/benchmarks/<benchmark>/implementations/trainperf (code, spec, recipe, rules). "
+        "Every log's submission_org must be the org; an existing package is never overwritten.",
+    )
+    p.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help="output folders of `trainperf run`")
+    p.add_argument("-o", "--out", type=Path, required=True, help="where to write the package (it becomes OUT/<org>)")
+    p.add_argument(
+        "--org",
+        default=DEFAULT_ORG,
+        help=f"the submitting organization; must match the runs' submission_org (default: {DEFAULT_ORG})",
+    )
+    p.set_defaults(func=cmd_package)
+
+    r = subparsers.add_parser(
+        "review",
+        help="review a submission package with the official MLCommons tools",
+        description=f"Review a submission package, in this order: the official package_checker (training "
+        f"{MLPERF_RULESET}), the compliance checker on every result file (mini logs against trainperf's mini "
+        "rules), distinct seeds, the official rcp_checker (trainperf's own RCPs at the mini scale) and the "
+        "official result_summarizer, whose score is shown beside trainperf's. Prints one verdict per "
+        "benchmark; exits 1 when any fails. The package is only read: the tools run on a private copy.",
+    )
+    r.add_argument("package", type=Path, metavar="DIR", help="the package's <org> folder (or the folder holding it)")
+    r.add_argument("-v", "--verbose", action="store_true", help="also print the official tools' own output")
+    r.set_defaults(func=cmd_review)
+
+
+def cmd_package(args: argparse.Namespace) -> int:
+    from trainperf.submission.package import build_package
+
+    dest = build_package(list(args.results), args.out, org=args.org)
+    files = sorted((dest / "results").glob("*/*/result_*.txt"))
+    benchmarks = sorted({f"{f.parent.name} on {f.parent.parent.name}" for f in files})
+    print(f"package written: {dest} ({len(files)} result files: {', '.join(benchmarks)})")
+    print(f"check it with: trainperf review {dest}")
+    return 0
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from trainperf.submission.review import review
+
+    result = review(args.package)
+    if args.verbose:
+        for tool, text in result.raw.items():
+            print(f"--- {tool} ---\n{text.rstrip()}\n")
+    print("\n".join(format_review(result)))
+    return 0 if result.passed else 1
+
+
+def format_review(r: Any) -> list[str]:
+    """A :class:`trainperf.submission.review.Review` as plain lines: one verdict per benchmark, with reasons."""
+    from trainperf.submission.review import minutes_text
+
+    lines = [f"Review of {r.package} (org {r.org}; official tools: MLPerf Training v{MLPERF_RULESET})"]
+    lines += [f"  - {p}" for p in r.problems]
+    for v in r.verdicts:
+        if v.score is None or v.score.minutes is None:
+            ours = "no score"
+        else:
+            ours = f"{v.score.label} {minutes_text(v.score.minutes)}" + (" (olympic)" if v.score.valid else "")
+        lines.append(
+            f"{'PASS' if v.passed else 'FAIL'} {v.benchmark} on {v.system} ({v.scale}, {v.runs} runs): "
+            f"trainperf {ours} | result_summarizer {minutes_text(v.summarizer_minutes)}"
+        )
+        lines += [f"  - {p}" for p in v.problems]
+        lines += [f"  warning: {w}" for w in v.warnings]
+        lines.append(f"  RCP: {v.rcp}")
+    if r.passed:
+        lines.append(f"PASSED: {len(r.verdicts)} benchmark(s)")
+    else:
+        failed = sum(not v.passed for v in r.verdicts)
+        parts = [f"{failed} of {len(r.verdicts)} benchmark(s) fail"] if failed else []
+        parts += ["the package has problems (listed at the top)"] if r.problems else []
+        parts += ["no benchmark to review"] if not r.verdicts else []
+        lines.append(f"FAILED: {'; '.join(parts)}")
+    return lines

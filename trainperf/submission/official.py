@@ -1,0 +1,223 @@
+"""The official MLCommons submission tools, run in subprocesses, and their verdicts read back as data.
+
+``package_checker``, ``rcp_checker`` and ``result_summarizer`` (mlperf-logging 4.1.68) run as
+``python -m mlperf_logging.<tool>`` with their working folder in a temporary directory: they write log
+files and ``summary.json`` into the working folder, and the package checker and the summarizer write
+``scaling.json`` into result folders of closed-division packages. So they are only ever run on a private
+copy of a package (see :mod:`trainperf.submission.review`). trainperf never evaluates their output; it
+reads log lines and a CSV.
+
+Quirks of 4.1.68 that this module works around:
+
+- ``package_checker FOLDER training 2.0.0`` takes the organization folder (the one holding ``systems/``
+  and ``results/``), exits 0 even when it finds errors, and says so only in its last verdict line
+  (``PACKAGE CHECKER FOUND ERRORS`` / ``FOUND NO ERRORS``); its seed and RCP checks run only for
+  ``closed`` systems, and it accepts one non-compliant result file per benchmark "under olympic scoring".
+- ``rcp_checker DIR`` defaults to ruleset 6.0.0 (so ``--rcp_version`` must be given); it exits 1 on a
+  failed check; with ``--custom_rcps`` it matches records by batch size alone, whatever their
+  ``Benchmark``; it crashes (``KeyError: None``) when the logs lack or disagree on
+  ``submission_benchmark``.
+- ``result_summarizer FOLDER training 2.0.0`` prints no table: it writes ``summary.json`` into its
+  working folder, and without ``--csv`` the detailed table overwrites the plain one; with ``--csv`` the
+  plain table is in that CSV at full precision (its JSON rounds to 10 digits). Rows name the system by
+  ``system_name`` from the JSON; the row's ``details_url`` ends in the folder name.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainperf.spec import MLPERF_RULESET
+
+USAGE = "training"
+TOOL_TIMEOUT_S = 900
+_RECORD = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) - ?(.*)$")
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolRun:
+    """One run of an official tool: its command line, exit code (None: timed out) and output."""
+
+    tool: str
+    rc: int | None
+    out: str
+    err: str
+    log: str = ""  # its --log_output file, where it has one
+
+    @property
+    def raw(self) -> str:
+        return "\n".join(part for part in (self.out, self.err) if part)
+
+    @property
+    def crashed(self) -> bool:
+        return self.rc is None or _TRACEBACK in self.err or _TRACEBACK in self.out
+
+    def failure(self) -> str:
+        """Why the tool did not finish, in a sentence (its last error line for a crash)."""
+        if self.rc is None:
+            return f"the official {self.tool} did not finish within {TOOL_TIMEOUT_S} s"
+        lines = [ln for ln in self.err.strip().splitlines() if ln.strip()]
+        last = lines[-1].strip() if lines else f"exit code {self.rc}"
+        return f"the official {self.tool} stopped with an error ({last})"
+
+
+def _run(tool: str, args: list[str], *, workdir: Path, log_output: bool = True) -> ToolRun:
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / f"{tool}.log"
+    cmd = [sys.executable, "-m", f"mlperf_logging.{tool}", *args]
+    if log_output:
+        cmd += ["--log_output", str(log)]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        proc = subprocess.run(
+            cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        return ToolRun(tool=tool, rc=None, out=out, err=err)
+    text = log.read_text(encoding="utf-8", errors="replace") if log_output and log.exists() else ""
+    return ToolRun(tool=tool, rc=proc.returncode, out=proc.stdout, err=proc.stderr, log=text)
+
+
+def _records(text: str) -> list[tuple[str, str]]:
+    """``(level, message)`` of a Python-logging text with the format ``LEVEL - message``."""
+    records: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        m = _RECORD.match(line)
+        if m:
+            records.append((m[1], m[2].strip()))
+        elif records:  # a continuation line of a multi-line message
+            level, msg = records[-1]
+            records[-1] = (level, f"{msg}\n{line}")
+    return records
+
+
+# --- package_checker ------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class PackageCheck:
+    ran: ToolRun
+    finished: bool  # printed its final verdict line
+    found_errors: bool
+    general: list[str] = field(default_factory=list)  # errors outside any benchmark (system descriptions)
+    errors: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (system, benchmark) -> errors
+    warnings: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+# Warnings of the package checker worth passing on; the per-file compliance messages are not (trainperf's
+# own compliance step explains each file's failures in plain words).
+_PACKAGE_WARNINGS = ("does not comply", "do not comply", "Unknown files", "do not conform", "Skipping benchmark")
+
+
+def run_package_checker(org_dir: Path, workdir: Path) -> PackageCheck:
+    """``python -m mlperf_logging.package_checker ORG_DIR training 2.0.0``, its log split per benchmark."""
+    ran = _run("package_checker", [str(org_dir), USAGE, MLPERF_RULESET], workdir=workdir)
+    text = ran.log or ran.err
+    check = PackageCheck(
+        ran=ran,
+        finished="PACKAGE CHECKER FOUND" in text,
+        found_errors="PACKAGE CHECKER FOUND NO ERRORS" not in text,
+    )
+    prefix = str(org_dir) + "/"
+    section: tuple[str, str] | None = None
+    for level, msg in _records(text):
+        msg = msg.replace(prefix, "")  # name paths inside the package, not inside our copy
+        if m := re.match(r"Running compliance checks in dir (?:results/)?([^/]+)/([^/\s]+)$", msg):
+            section = (m[1], m[2])
+            continue
+        if level in ("ERROR", "CRITICAL"):
+            if section is None:
+                check.general.append(msg)
+            else:
+                check.errors.setdefault(section, []).append(msg)
+        elif level == "WARNING" and section is not None and any(w in msg for w in _PACKAGE_WARNINGS):
+            check.warnings.setdefault(section, []).append(msg)
+    return check
+
+
+# --- rcp_checker ----------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class RcpCheck:
+    ran: ToolRun
+    passed: bool
+    message: str  # the checker's own words: "RCP found", "Missing RCP, please submit RCP with BS = 96", ...
+    submission_epochs: float | None = None  # olympic mean of the runs' epochs to converge
+    rcp_mean: float | None = None
+    min_epochs: float | None = None  # the fastest convergence the RCP accepts
+    rcp_runs: int | None = None
+
+
+def _number_after(label: str, text: str) -> float | None:
+    m = re.search(rf"'{label}': (?:np\.float64\()?([-+\d.eE]+|nan|inf)", text)
+    return float(m[1]) if m else None
+
+
+def run_rcp_checker(benchmark_dir: Path, workdir: Path, *, custom_rcps: Path | None = None) -> RcpCheck:
+    """``python -m mlperf_logging.rcp_checker DIR --rcp_version 2.0.0 [--custom_rcps FILE]``."""
+    args = [str(benchmark_dir), "--rcp_usage", USAGE, "--rcp_version", MLPERF_RULESET, "--rcp_pass", "pruned_rcps"]
+    if custom_rcps is not None:
+        args += ["--custom_rcps", str(custom_rcps)]
+    ran = _run("rcp_checker", args, workdir=workdir)
+    text = ran.log or ran.err
+    verdict = re.search(r"^(?:INFO|ERROR) - (.*), RCP test (PASSED|FAILED)", text, re.MULTILINE)
+    if ran.crashed or verdict is None:
+        return RcpCheck(ran=ran, passed=False, message=ran.failure())
+    record = re.search(r"RCP Record: (\{.*\})", text)
+    mean = re.search(r"Submission mean epochs: ([-+\d.eE]+|nan)", text)
+    runs = None
+    if record and (listed := re.search(r"'Epochs to converge': \[([^\]]*)\]", record[1])):
+        runs = len([x for x in listed[1].split(",") if x.strip()])
+    return RcpCheck(
+        ran=ran,
+        passed=verdict[2] == "PASSED",
+        message=verdict[1].strip(),
+        submission_epochs=float(mean[1]) if mean else None,
+        rcp_mean=_number_after("RCP Mean", record[1]) if record else None,
+        min_epochs=_number_after("Min Epochs", record[1]) if record else None,
+        rcp_runs=runs,
+    )
+
+
+# --- result_summarizer ----------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class Summary:
+    ran: ToolRun
+    scores: dict[tuple[str, str], float | None]  # (system folder, benchmark) -> minutes; None: no score
+    notices: list[str]  # what it printed about dropped runs and wrong tables, paths inside the package
+
+
+def run_result_summarizer(org_dir: Path, workdir: Path, benchmarks: list[str]) -> Summary:
+    """``python -m mlperf_logging.result_summarizer ORG_DIR training 2.0.0 --csv FILE``, its scores read back."""
+    table = workdir / "summary.csv"
+    ran = _run(
+        "result_summarizer",
+        [str(org_dir), USAGE, MLPERF_RULESET, "--csv", str(table)],
+        workdir=workdir,
+        log_output=False,
+    )
+    scores: dict[tuple[str, str], float | None] = {}
+    if table.exists():
+        with table.open(newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                system = (row.get("details_url") or "").rsplit("/", 1)[-1].removesuffix(".json")
+                for bench in benchmarks:
+                    value = (row.get(bench) or "").strip()
+                    try:
+                        scores[(system, bench)] = float(value) if value else None
+                    except ValueError:
+                        scores[(system, bench)] = None
+    prefix = str(org_dir) + "/"
+    notices = [
+        line.replace(prefix, "").strip()
+        for line in ran.out.splitlines()
+        if line.startswith(("NOTICE", "CRITICAL ERROR", "** CRITICAL ERROR", "ERROR", "WARNING"))
+        or re.search(r" in \S*results/", line)
+    ]
+    return Summary(ran=ran, scores=scores, notices=notices)

@@ -1,0 +1,402 @@
+"""Review a submission package: the official MLCommons tools plus trainperf's own checks, one verdict per benchmark.
+
+In this order: (a) the official ``package_checker``; (b) the compliance checker on every result file
+(:func:`trainperf.rules.compliance.check_log`: mini logs against trainperf's mini rules); (c) seeds
+distinct across a benchmark's runs, and each log's org, system and values consistent with the package;
+(d) the official ``rcp_checker`` (the official v2.0 RCPs at the reference scale, trainperf's own table
+``trainperf/rules/rcps/mini/rcps_<benchmark>.json`` at the mini scale); (e) the official
+``result_summarizer``, whose score is shown beside trainperf's olympic score.
+
+A package is untrusted. Nothing in it is executed or evaluated by trainperf; the official tools (which
+write into the folders they check and into their working folder) run on a private copy with their
+working folder in a temporary directory, so nothing is written inside the package under review. Links
+that leave the package (absolute targets, ``..`` components, targets outside it) are refused before
+anything is read. The official package checker tolerates one non-compliant file per benchmark; this
+review tolerates only runs that are logged as stopped without reaching the target (``aborted``), as
+many as olympic scoring drops, and fails any other non-compliant file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlperf_logging.benchmark_meta import get_result_file_counts
+
+from trainperf.errors import NotAvailableError, TrainperfError, UsageError
+from trainperf.harness.results import LoggedRun, parse_run, read_mllog
+from trainperf.rules.compliance import TARGET_PROBLEM, check_log
+from trainperf.scoring import Score, score_results
+from trainperf.spec import MLPERF_RULESET
+from trainperf.submission import official
+from trainperf.submission.layout import Layout, copy_package, find_org_dir, survey
+from trainperf.submission.package import mini_rcp_path
+
+_STATUS_PROBLEM = "the run stopped with status"  # compliance's words for a run that did not succeed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """The review of one benchmark of one system: passed when it has no problems."""
+
+    system: str
+    benchmark: str
+    scale: str
+    runs: int
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    rcp: str = "not checked"
+    score: Score | None = None  # trainperf's olympic score
+    summarizer_minutes: float | None = None  # the official result_summarizer's score
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class Review:
+    package: Path
+    org: str
+    verdicts: list[Verdict]
+    problems: list[str] = field(default_factory=list)  # about the package as a whole
+    raw: dict[str, str] = field(default_factory=dict)  # each official tool's output
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdicts) and not self.problems and all(v.passed for v in self.verdicts)
+
+
+@dataclass(kw_only=True)
+class _Run:
+    name: str
+    path: Path  # in the private copy
+    records: list[dict[str, Any]]
+    logged: LoggedRun | None
+    compliant: bool = False
+
+
+@dataclass(kw_only=True)
+class _Bench:
+    system: str
+    benchmark: str
+    scale: str = "reference"
+    runs: list[_Run] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    rcp: str = "not checked"
+
+
+def review(package_dir: Path) -> Review:
+    """Review the package at ``package_dir`` (its ``<org>`` folder, or a folder holding exactly one)."""
+    org_dir = find_org_dir(Path(package_dir))
+    org = org_dir.name
+    with tempfile.TemporaryDirectory(prefix="trainperf-review-") as tmp:
+        copy = Path(tmp) / "package" / org
+        copy_package(org_dir, copy)
+        layout = survey(copy, org)
+        work = Path(tmp) / "work"
+        benches = {key: _Bench(system=key[0], benchmark=key[1]) for key in layout.benchmarks}
+        for key, bench in benches.items():
+            bench.problems += layout.system_problems.get(key[0], []) + layout.problems_of.get(key, [])
+            bench.warnings += layout.warnings_of.get(key, [])
+        problems = list(layout.problems)
+        raw: dict[str, str] = {}
+        checkable = [k for k in benches if k[0] not in layout.unusable_systems]
+
+        # (a) the official package checker
+        if checkable:
+            pc = official.run_package_checker(copy, work / "package_checker")
+            raw["package_checker"] = pc.ran.log or pc.ran.raw
+            if pc.ran.crashed or not pc.finished:
+                problems.append(pc.ran.failure())
+            for msg in pc.general:  # system descriptions: "System description checker failed for <name> : ..."
+                owners = [b for (s, _), b in benches.items() if f"failed for {s} " in msg + " "]
+                for b in owners:
+                    b.problems.append(f"package_checker: {msg}")
+                problems += [] if owners else [f"package_checker: {msg}"]
+            for key, msgs in pc.errors.items():
+                target = benches.get(key)
+                (target.problems if target else problems).extend(f"package_checker: {m}" for m in msgs)
+            for key, msgs in pc.warnings.items():
+                if key in benches:
+                    benches[key].warnings.extend(f"package_checker: {m}" for m in msgs)
+
+        for key, bench in benches.items():
+            files = layout.benchmarks[key]
+            bench.runs = [_read_run(layout.folder(key) / name, bench, layout) for name in files]
+            scales = {r.logged.scale for r in bench.runs if r.logged and r.records}
+            bench.scale = scales.pop() if len(scales) == 1 else bench.scale
+            if len(scales) > 1:
+                bench.problems.append(f"the result files mix scales ({', '.join(sorted(scales))}); keep one scale")
+            _check_count(bench)
+            _check_compliance(bench)  # (b)
+            _check_seeds_and_consistency(bench, org, layout.divisions.get(key[0]))  # (c)
+            if key[0] in layout.unusable_systems:
+                bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
+            else:
+                _check_rcp(bench, copy, work, layout, raw)  # (d)
+
+        # (e) the official result summarizer
+        summary = None
+        if checkable:
+            summary = official.run_result_summarizer(copy, work / "result_summarizer", sorted({k[1] for k in benches}))
+            raw["result_summarizer"] = summary.ran.raw
+            if summary.ran.crashed:
+                problems.append(summary.ran.failure())
+        verdicts = [_verdict(bench, summary) for bench in benches.values()]
+    return Review(package=org_dir, org=org, verdicts=verdicts, problems=problems, raw=raw)
+
+
+# --- the steps ----------------------------------------------------------------------------------------
+def _read_run(path: Path, bench: _Bench, layout: Layout) -> _Run:
+    try:
+        records = read_mllog(path)
+        logged = parse_run(path)
+    except (TrainperfError, ValueError, TypeError, KeyError) as e:
+        bench.problems.append(f"{path.name}: cannot be read as a run ({layout.relative(str(e))})")
+        return _Run(name=path.name, path=path, records=[], logged=None)
+    if not records:
+        bench.problems.append(f"{path.name}: has no MLLOG lines; it is not the log of a run")
+    return _Run(name=path.name, path=path, records=records, logged=logged)
+
+
+def _spec(bench: _Bench) -> Any:
+    from trainperf import registry
+
+    try:
+        return registry.get_spec(bench.benchmark, bench.scale)
+    except (NotAvailableError, UsageError):
+        return None
+
+
+def _runs_required(bench: _Bench) -> tuple[int, int]:
+    spec = _spec(bench)
+    if spec is not None:
+        return spec.runs_required, spec.runs_dropped
+    return get_result_file_counts(official.USAGE)[bench.benchmark], 4 if bench.benchmark == "unet3d" else 1
+
+
+def _check_count(bench: _Bench) -> None:
+    need, _ = _runs_required(bench)
+    have = [r.name for r in bench.runs]
+    if len(have) != need:
+        missing = [f"result_{i}.txt" for i in range(need) if f"result_{i}.txt" not in have]
+        bench.problems.append(
+            f"results/{bench.system}/{bench.benchmark} holds {len(have)} result files, but a {bench.benchmark} "
+            f"score needs exactly {need} runs (MLPerf Training v{MLPERF_RULESET})"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+        )
+
+
+def _check_compliance(bench: _Bench) -> None:
+    """(b) check_log on every file; runs logged as aborted are tolerated up to olympic scoring's drop count."""
+    _, dropped = _runs_required(bench)
+    aborted = []
+    for run in bench.runs:
+        if not run.records:
+            continue
+        try:
+            res = check_log(run.path, key=bench.benchmark)
+        except TrainperfError as e:
+            bench.problems.append(f"{run.name}: {str(e).replace(str(run.path), run.name)}")
+            continue
+        run.compliant = res.passed
+        if res.passed:
+            continue
+        rules = "trainperf's mini rules" if res.scale == "mini" else f"the official v{res.ruleset} rules"
+        if (
+            run.logged
+            and run.logged.status == "aborted"
+            and all(p.startswith((TARGET_PROBLEM, _STATUS_PROBLEM)) for p in res.problems)
+        ):
+            aborted.append(run.name)
+            continue
+        bench.problems.extend(f"{run.name} ({rules}): {p}" for p in res.problems)
+    if len(aborted) > dropped:
+        bench.problems.append(
+            f"{len(aborted)} runs stopped without reaching the target ({', '.join(aborted)}); olympic scoring "
+            f"drops at most {dropped}"
+        )
+    elif aborted:
+        bench.warnings.append(
+            f"{', '.join(aborted)} stopped without reaching the target (status aborted); counted as the "
+            "slowest, which olympic scoring drops"
+        )
+
+
+def _first(records: list[dict[str, Any]], key: str) -> Any:
+    return next((r.get("value") for r in records if r.get("key") == key), None)
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers(v)]
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) -> None:
+    """(c) distinct seeds across the runs; org, system and quality values that fit the package."""
+    by_seed: dict[str, list[str]] = defaultdict(list)
+    spec = _spec(bench)
+    for run in bench.runs:
+        if not run.records:
+            continue
+        seeds = {json.dumps(r.get("value")) for r in run.records if r.get("key") == "seed"}
+        if not seeds:
+            bench.problems.append(f"{run.name}: logs no seed; every run must log the seed it used")
+        elif len(seeds) > 1:
+            bench.problems.append(f"{run.name}: logs several different seeds ({', '.join(sorted(seeds))})")
+        for s in seeds:
+            by_seed[s].append(run.name)
+        if (found := _first(run.records, "submission_org")) != org:
+            bench.problems.append(f"{run.name}: submission_org is {found!r}, but the package is org {org!r}")
+        if (found := _first(run.records, "submission_platform")) != bench.system:
+            bench.problems.append(f"{run.name}: submission_platform is {found!r}, but it is in results/{bench.system}")
+        for r in run.records:
+            if r.get("key") != "eval_accuracy":
+                continue
+            bad = [
+                x
+                for x in _numbers(r.get("value"))
+                if not math.isfinite(x) or x < 0 or (x > 1 and spec is not None and spec.higher_is_better)
+            ]
+            if bad:
+                epoch = (r.get("metadata") or {}).get("epoch_num") if isinstance(r.get("metadata"), dict) else None
+                bench.problems.append(
+                    f"{run.name}: eval_accuracy {bad[0]:g} (epoch {epoch}) is not a possible "
+                    f"{spec.metric if spec else 'quality'} value (0 to 1)"
+                )
+                break
+    declared = {_first(r.records, "submission_division") for r in bench.runs if r.records}
+    if division is not None and declared - {division}:
+        bench.problems.append(
+            f"the logs declare MLPerf division {', '.join(sorted(map(str, declared)))} but systems/{bench.system}.json "
+            f"says {division!r}: the official tools take the division from the system description"
+        )
+    for seed, names in sorted(by_seed.items()):
+        if len(names) > 1:
+            bench.problems.append(
+                f"{' and '.join(names)} log the same seed {seed}: the runs of a benchmark must use distinct "
+                "seeds (trainperf gives run i the seed --seed + i)"
+            )
+
+
+def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[str, str]) -> None:
+    """(d) the official rcp_checker against the official (reference) or trainperf's (mini) RCPs."""
+    need, _ = _runs_required(bench)
+    if bench.benchmark == "minigo":
+        bench.rcp = "not applicable (MLPerf has no RCPs for minigo)"
+        return
+    if len(bench.runs) != need or any(
+        not r.records
+        or _first(r.records, "submission_benchmark") != bench.benchmark
+        or _first(r.records, "global_batch_size") is None
+        for r in bench.runs
+    ):
+        bench.rcp = f"not checked: it needs the {need} runs, each logging submission_benchmark and global_batch_size"
+        return
+    custom, provisional, note = None, False, "the official v2.0 RCPs"
+    if bench.scale == "mini":
+        custom = mini_rcp_path(bench.benchmark)
+        if not custom.is_file():
+            bench.rcp = f"not checked: trainperf has no mini RCPs for {bench.benchmark} yet"
+            bench.warnings.append(f"RCP {bench.rcp}")
+            return
+        table = json.loads(custom.read_text(encoding="utf-8"))  # trainperf's own file, not the package's
+        provisional = any(rec.get("Provisional") for rec in table.values())
+        runs = max(len(rec.get("Epochs to converge", [])) for rec in table.values())
+        note = f"trainperf's mini RCPs ({'provisional, ' if provisional else ''}{runs} reference runs)"
+        division = _first(bench.runs[0].records, "trainperf_division") or "open"
+    else:
+        division = layout.divisions.get(bench.system, "open")
+    folder = copy / "results" / bench.system / bench.benchmark
+    rcp = official.run_rcp_checker(folder, work / f"rcp_{bench.system}_{bench.benchmark}", custom_rcps=custom)
+    raw[f"rcp_checker {bench.system}/{bench.benchmark}"] = rcp.ran.log or rcp.ran.raw
+    if rcp.ran.crashed:
+        bench.rcp = f"could not be checked: {rcp.message}"
+        bench.problems.append(f"RCP check {bench.rcp}")
+        return
+    detail = ""
+    if rcp.submission_epochs is not None and rcp.min_epochs is not None:
+        detail = (
+            f": the runs' mean epochs to converge (olympic) is {rcp.submission_epochs:.3f}; the RCP's mean is "
+            f"{rcp.rcp_mean:.3f} and the fastest it accepts is {rcp.min_epochs:.3f}"
+        )
+    if rcp.passed:
+        bench.rcp = f"passed ({rcp.message}, {note}){detail}"
+        return
+    bench.rcp = f"failed ({rcp.message}, {note}){detail}"
+    advice = (
+        "; a recipe that converges faster than the reference runs needs its own RCPs (MLPerf: submit RCPs for "
+        "this batch size), or use the reference hyperparameters"
+    )
+    if provisional or division != "closed":
+        why = "the RCP is provisional" if provisional else f"RCPs bind closed-division runs only (this is {division})"
+        bench.warnings.append(f"RCP check {bench.rcp}{advice} (a warning, not a failure: {why})")
+    else:
+        bench.problems.append(f"RCP check {bench.rcp}{advice}")
+
+
+def _verdict(bench: _Bench, summary: official.Summary | None) -> Verdict:
+    need, dropped = _runs_required(bench)
+    results = [
+        (True, r.logged.minutes)
+        if r.compliant and r.logged and r.logged.success and r.logged.minutes is not None
+        else (False, math.inf)
+        for r in bench.runs
+    ]
+    ours = score_results(results, runs_required=need, dropped=dropped) if results else None
+    theirs = summary.scores.get((bench.system, bench.benchmark)) if summary else None
+    warnings = list(bench.warnings)
+    if summary:
+        where = f"{bench.system}/{bench.benchmark}"
+        warnings += [f"result_summarizer: {n}" for n in summary.notices if where in n]
+    a = ours.minutes if ours else None
+    if summary and ((a is None) != (theirs is None) or (a is not None and not math.isclose(a, theirs, rel_tol=1e-9))):
+        why = _why_scores_differ(bench, ours, summary)
+        warnings.append(
+            f"trainperf's score ({minutes_text(a)}) differs from result_summarizer's ({minutes_text(theirs)})"
+            + (f": {why}" if why else "")
+        )
+    return Verdict(
+        system=bench.system,
+        benchmark=bench.benchmark,
+        scale=bench.scale,
+        runs=len(bench.runs),
+        problems=list(dict.fromkeys(bench.problems)),
+        warnings=list(dict.fromkeys(warnings)),
+        rcp=bench.rcp,
+        score=ours,
+        summarizer_minutes=theirs,
+    )
+
+
+def _why_scores_differ(bench: _Bench, ours: Score | None, summary: official.Summary) -> str:
+    reasons = []
+    if ours is not None and not ours.valid:
+        reasons.append(f"trainperf's is a {ours.label} ({ours.note})")
+    dropped = " ".join(n for n in summary.notices if "Compliance check failed" in n)
+    kept = [r for r in bench.runs if r.records and not r.compliant and f"/{r.name}" not in dropped]
+    aborted = [r.name for r in kept if r.logged and r.logged.status == "aborted"]
+    other = [r.name for r in kept if r.name not in aborted]
+    if aborted:
+        reasons.append(
+            f"the summarizer counts the minutes of {', '.join(aborted)}, which stopped with status 'aborted' "
+            "(the v2.0 open rules do not check run_stop's status); trainperf counts them as the slowest"
+        )
+    if other:
+        reasons.append(
+            f"the summarizer counts {', '.join(other)}, which fail(s) trainperf's checks above but pass(es) the "
+            "official v2.0 rules it applies; trainperf does not count them"
+        )
+    return "; ".join(reasons)
+
+
+def minutes_text(m: float | None) -> str:
+    return "no score" if m is None else f"{m:.4f} min"
