@@ -13,6 +13,7 @@ never included. When nothing can be measured the reading says so and holds no fi
 
 from __future__ import annotations
 
+import abc
 import re
 import threading
 import time
@@ -44,19 +45,19 @@ class EnergyReading:
         return {"energy_joules": self.joules, "energy_sources": list(self.sources), "energy_note": self.note}
 
 
-class _Source:
+class _Source(abc.ABC):
     """One meter: ``begin`` at the start, ``sample`` on every tick, ``joules`` at the end."""
 
     label = ""
 
-    def begin(self, t: float) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def begin(self, t: float) -> None: ...
 
-    def sample(self, t: float) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def sample(self, t: float) -> None: ...
 
-    def joules(self) -> float:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def joules(self) -> float: ...
 
 
 class _RaplPackage(_Source):
