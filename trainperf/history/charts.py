@@ -53,10 +53,24 @@ def fastest_bar_chart(rows: Sequence[Any], title: str, *, log_scale: bool = True
     ax.set_ylabel("minutes to train (lower is better)" + (", log scale" if log_scale else ""))
     ax.set_title(title, parse_math=False)
     ax.grid(axis="y", which="both", alpha=0.3)
-    for bar, r in zip(bars, rows, strict=True):
+    texts = []
+    for r in rows:
         n_acc = f"{r.n_acc} acc" if getattr(r, "n_acc", None) else "? acc"
+        texts.append(f"{_minutes(r.score_min)}\n{r.org}\n{r.system}\n{n_acc}")
+    _label_bars(ax, bars, texts, vertical=len(rows) > 6)
+    low, high = min(minutes), max(minutes)  # room above the bars for the labels
+    if log_scale:
+        ax.set_ylim(low / 3, high * (150 if len(rows) > 6 else 12))
+    else:
+        ax.set_ylim(0, high * (1.7 if len(rows) > 6 else 1.35))
+    return _png(fig)
+
+
+def _label_bars(ax: Any, bars: Any, texts: Sequence[str], *, vertical: bool) -> None:
+    """Write each text above its bar."""
+    for bar, text in zip(bars, texts, strict=True):
         ax.annotate(
-            f"{_minutes(r.score_min)}\n{r.org}\n{r.system}\n{n_acc}",
+            text,
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             xytext=(0, 3),
             textcoords="offset points",
@@ -64,14 +78,8 @@ def fastest_bar_chart(rows: Sequence[Any], title: str, *, log_scale: bool = True
             va="bottom",
             fontsize=_LABEL_SIZE,
             parse_math=False,  # cells are untrusted text: `$` must not start mathtext
-            rotation=0 if len(rows) <= 6 else 90,
+            rotation=90 if vertical else 0,
         )
-    low, high = min(minutes), max(minutes)  # room above the bars for the labels
-    if log_scale:
-        ax.set_ylim(low / 3, high * (150 if len(rows) > 6 else 12))
-    else:
-        ax.set_ylim(0, high * (1.7 if len(rows) > 6 else 1.35))
-    return _png(fig)
 
 
 def speedup_chart(rows: Sequence[Any], title: str) -> bytes:
@@ -85,18 +93,10 @@ def speedup_chart(rows: Sequence[Any], title: str) -> bytes:
     ax.set_ylabel("speed-up over the baseline round (higher is better)")
     ax.set_title(title, parse_math=False)
     ax.grid(axis="y", alpha=0.3)
-    for bar, r in zip(bars, rows, strict=True):
+    texts = []
+    for r in rows:
         base = "" if r.baseline_round == rows[0].baseline_round else f"\nvs {r.baseline_round}"
-        ax.annotate(
-            f"{r.speedup:.2f}x\n{_minutes(r.score_min)} min\n{r.system}{base}",
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            xytext=(0, 3),
-            textcoords="offset points",
-            ha="center",
-            va="bottom",
-            fontsize=_LABEL_SIZE,
-            parse_math=False,  # cells are untrusted text: `$` must not start mathtext
-            rotation=0 if len(rows) <= 5 else 90,
-        )
+        texts.append(f"{r.speedup:.2f}x\n{_minutes(r.score_min)} min\n{r.system}{base}")
+    _label_bars(ax, bars, texts, vertical=len(rows) > 5)
     ax.set_ylim(0, max(r.speedup for r in rows) * (1.8 if len(rows) > 5 else 1.35))
     return _png(fig)
