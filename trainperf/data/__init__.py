@@ -18,14 +18,22 @@ class MiniDataset:
 
 def mini_datasets() -> dict[str, MiniDataset]:
     """Benchmark key -> how its mini data is built (imported lazily: each pulls in its workload)."""
+    from trainperf.workloads.detection import scenes as detection_scenes
     from trainperf.workloads.resnet import data as resnet_data
 
-    return {
+    detection = MiniDataset(
+        "Fashion-MNIST object scenes in COCO json (boxes, RLE masks)",
+        detection_scenes.prepare_mini,
+        detection_scenes.verify_mini,
+    )
+    return {  # resnet first: the detection scenes are made from its Fashion-MNIST files
         "resnet": MiniDataset(
             "Fashion-MNIST IDX files from Debian's dataset-fashion-mnist",
             resnet_data.prepare_mini,
             resnet_data.verify_mini,
         ),
+        "ssd": detection,  # one dataset shared by ssd and maskrcnn
+        "maskrcnn": detection,
     }
 
 

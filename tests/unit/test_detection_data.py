@@ -1,0 +1,447 @@
+"""Detection data (ssd, maskrcnn): mini scene generator, COCO loader and its errors, flips, COCO mAP."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from pycocotools import mask as mask_utils
+
+from trainperf.errors import DataError
+from trainperf.workloads.detection import coco, scenes
+from trainperf.workloads.resnet import data as resnet_data
+
+SMALL = {"train_scenes": 20, "val_scenes": 10}
+
+
+def _with_fashion_mnist(root: Path, data_dir: Path) -> Path:
+    """A data folder whose resnet/ is the prepared Fashion-MNIST (linked, not copied)."""
+    (root / "resnet").mkdir(parents=True)
+    (root / resnet_data.MINI_SUBDIR).symlink_to(resnet_data.mini_dir(data_dir))
+    return root
+
+
+@pytest.fixture(scope="module")
+def small_scenes(tmp_path_factory, data_dir) -> Path:
+    """20 train and 10 val scenes, prepared once for this module (the one slow-ish test fixture)."""
+    root = _with_fashion_mnist(tmp_path_factory.mktemp("scenes"), data_dir)
+    written = scenes.prepare_mini(root, **SMALL)
+    assert len(written) == 20 + 10 + 2 + 1  # PNGs, two json files, the manifest
+    return root
+
+
+@pytest.fixture
+def scenes_copy(tmp_path, small_scenes) -> Path:
+    import shutil
+
+    root = _with_fashion_mnist(tmp_path / "data", small_scenes.resolve())
+    shutil.copytree(scenes.mini_root(small_scenes), scenes.mini_root(root))
+    return root
+
+
+# --- the generator ----------------------------------------------------------------------------------------
+def test_prepare_is_idempotent_and_quiet(small_scenes, capsys):
+    assert scenes.verify_mini(small_scenes, **SMALL) == []
+    assert scenes.prepare_mini(small_scenes, **SMALL) == []
+    assert capsys.readouterr() == ("", "")
+
+
+def test_generation_is_deterministic_for_a_seed(tmp_path, data_dir, small_scenes):
+    other = _with_fashion_mnist(tmp_path / "again", data_dir)
+    scenes.prepare_mini(other, **SMALL)
+    manifest = json.loads((scenes.mini_root(small_scenes) / scenes.MANIFEST).read_text())
+    assert json.loads((scenes.mini_root(other) / scenes.MANIFEST).read_text()) == manifest
+    assert manifest["version"] == scenes.GENERATOR_VERSION and manifest["seed"] == scenes.SEED
+    xtr, ytr, _, _ = resnet_data.load_mini(data_dir)
+    a = scenes.compose_scene(np.random.default_rng(7), xtr[:500, 0].numpy(), ytr[:500].numpy())
+    b = scenes.compose_scene(np.random.default_rng(8), xtr[:500, 0].numpy(), ytr[:500].numpy())
+    assert not np.array_equal(a[0], b[0])
+
+
+def test_scene_objects_stay_visible(data_dir):
+    xte, yte = (t[:2000] for t in resnet_data.load_mini(data_dir)[2:])
+    rng = np.random.default_rng(0)
+    counts = []
+    for _ in range(100):
+        image, objects = scenes.compose_scene(rng, xte[:, 0].numpy(), yte.numpy())
+        assert image.shape == (96, 96, 3) and image.dtype == np.uint8
+        counts.append(len(objects))
+        for obj in objects:
+            visible = int(obj.mask.sum())
+            assert visible >= scenes.MIN_VISIBLE_AREA
+            assert visible >= scenes.MIN_VISIBLE_FRACTION * obj.full_area
+        free = ~np.any([o.mask for o in objects], axis=0)
+        assert image[free].std(axis=0).max() > 3  # a textured background, not a flat colour
+    assert min(counts) >= 1 and max(counts) == scenes.MAX_OBJECTS
+
+
+def test_annotations_match_their_masks(small_scenes):
+    train_json, train_dir, val_json, val_dir = scenes.mini_paths(small_scenes)
+    data = json.loads(val_json.read_text())
+    assert data["info"]["version"] == scenes.GENERATOR_VERSION and data["info"]["seed"] == scenes.SEED
+    assert [c["name"] for c in data["categories"]] == list(scenes.CATEGORY_NAMES)
+    assert [c["id"] for c in data["categories"]] == list(range(1, 11))
+    assert len(data["images"]) == 10 and (val_dir / "000010.png").exists()
+    per_image = np.bincount([a["image_id"] for a in data["annotations"]], minlength=11)[1:]
+    assert per_image.min() >= 1 and per_image.max() <= 4
+    for ann in data["annotations"]:
+        assert isinstance(ann["segmentation"]["counts"], str)
+        mask = mask_utils.decode(ann["segmentation"])
+        assert int(mask.sum()) == ann["area"] >= scenes.MIN_VISIBLE_AREA
+        rows, cols = np.nonzero(mask)
+        x, y = cols.min(), rows.min()
+        assert ann["bbox"] == [x, y, cols.max() + 1 - x, rows.max() + 1 - y]  # tight box of the visible mask
+
+
+def test_verify_catches_changed_and_missing_files_and_prepare_repairs_them(scenes_copy):
+    root = scenes.mini_root(scenes_copy)
+    (root / "train" / "000003.png").write_bytes(b"not a png")
+    (root / "val" / "000002.png").unlink()
+    problems = scenes.verify_mini(scenes_copy, **SMALL)
+    assert any("train/000003.png has the wrong checksum" in p for p in problems)
+    assert any("val/000002.png is missing" in p for p in problems)
+    assert any("records" in p for p in scenes.verify_mini(scenes_copy))  # default sizes: another dataset
+    written = scenes.prepare_mini(scenes_copy, **SMALL)
+    assert sorted(p.name for p in written) == ["000002.png", "000003.png", scenes.MANIFEST]
+    assert scenes.verify_mini(scenes_copy, **SMALL) == []
+    (root / scenes.MANIFEST).unlink()
+    assert "missing" in scenes.verify_mini(scenes_copy, **SMALL)[0]
+
+
+def test_registered_for_both_detection_benchmarks():
+    from trainperf.data import mini_datasets
+
+    datasets = mini_datasets()
+    assert list(datasets)[0] == "resnet"
+    assert datasets["ssd"] is datasets["maskrcnn"] and datasets["ssd"].prepare is scenes.prepare_mini
+
+
+# --- the loader on the mini scenes ------------------------------------------------------------------------
+def test_loader_serves_images_and_targets(small_scenes):
+    train_json, train_dir, _, _ = scenes.mini_paths(small_scenes)
+    index = coco.load_coco(train_json, train_dir, need_masks=True)
+    assert index.num_classes == 10 and index.label_to_category[1] == 1
+    ds = coco.CocoDetection(index, train=False)
+    assert len(ds) == 20
+    image, target = ds[0]
+    assert image.shape == (3, 96, 96) and image.dtype == torch.float32 and 0 <= image.min() <= image.max() <= 1
+    n = len(target["labels"])
+    assert target["boxes"].shape == (n, 4) and target["boxes"].dtype == torch.float32
+    assert target["labels"].dtype == torch.int64 and 1 <= int(target["labels"].min())
+    assert target["masks"].shape == (n, 96, 96) and target["masks"].dtype == torch.uint8
+    assert target["image_id"] == 1
+    for box, mask in zip(target["boxes"], target["masks"], strict=True):
+        rows, cols = torch.nonzero(mask, as_tuple=True)
+        assert box.tolist() == [cols.min(), rows.min(), cols.max() + 1, rows.max() + 1]
+    images, targets = coco.collate([ds[0], ds[1]])
+    assert len(images) == len(targets) == 2 and targets[1]["image_id"] == 2
+    boxes_only = coco.CocoDetection(coco.load_coco(train_json, train_dir, need_masks=False), train=False)
+    assert "masks" not in boxes_only[0][1]
+
+
+def test_horizontal_flip_moves_boxes_and_masks_with_the_image(small_scenes):
+    index = coco.load_coco(*scenes.mini_paths(small_scenes)[:2], need_masks=True)
+    plain = coco.CocoDetection(index, train=False)
+    flipped = coco.CocoDetection(index, train=True, flip_prob=1.0)
+    (image, target), (fimage, ftarget) = plain[3], flipped[3]
+    assert torch.equal(fimage, image.flip(-1)) and torch.equal(ftarget["masks"], target["masks"].flip(-1))
+    x0, y0, x1, y1 = target["boxes"].unbind(1)
+    assert torch.equal(ftarget["boxes"], torch.stack([96 - x1, y0, 96 - x0, y1], 1))
+    for box, mask in zip(ftarget["boxes"], ftarget["masks"], strict=True):  # still tight after the flip
+        rows, cols = torch.nonzero(mask, as_tuple=True)
+        assert box.tolist() == [cols.min(), rows.min(), cols.max() + 1, rows.max() + 1]
+
+
+def test_flips_are_seeded_by_seed_and_epoch(small_scenes):
+    index = coco.load_coco(*scenes.mini_paths(small_scenes)[:2], need_masks=False)
+
+    def pattern(seed: int, epoch: int) -> list[bool]:
+        ds = coco.CocoDetection(index, train=True, seed=seed)
+        ds.set_epoch(epoch)
+        return [ds._flip(i) for i in range(len(ds))]
+
+    assert pattern(1, 0) == pattern(1, 0)
+    assert pattern(1, 0) != pattern(1, 1) and pattern(1, 0) != pattern(2, 0)
+    assert 3 <= sum(pattern(1, 0)) <= 17
+    assert not any(coco.CocoDetection(index, train=False)._flip(i) for i in range(20))
+
+
+# --- reference layouts: COCO 2017 (polygons, crowd RLE) and the OpenImages MLPerf subset -----------------
+def _jpeg(path: Path, width: int, height: int, mode: str = "RGB") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new(mode, (width, height), (90, 140, 200) if mode == "RGB" else 120).save(path, format="JPEG")
+
+
+def _coco2017_annotations() -> dict:
+    def rect(x, y, w, h):
+        return [[x, y, x + w, y, x + w, y + h, x, y + h]]
+
+    crowd = mask_utils.encode(np.asfortranarray(np.pad(np.ones((10, 20), np.uint8), ((30, 20), (5, 55)))))
+    crowd_counts = [int(c) for c in mask_utils.decode(crowd).T.ravel()]  # build an uncompressed RLE from it
+    runs, last, n = [], 0, 0
+    for v in crowd_counts:
+        if v != last:
+            runs.append(n)
+            last, n = v, 0
+        n += 1
+    runs.append(n)
+    return {
+        "info": {"description": "tiny COCO 2017"},
+        "images": [
+            {"id": 139, "file_name": "000000000139.jpg", "width": 80, "height": 60},
+            {"id": 285, "file_name": "000000000285.jpg", "width": 64, "height": 48},
+        ],
+        "annotations": [
+            {"id": 7, "image_id": 139, "category_id": 18, "bbox": [10, 5, 30, 20], "area": 600, "iscrowd": 0,
+             "segmentation": rect(10, 5, 30, 20)},
+            {"id": 8, "image_id": 139, "category_id": 1, "bbox": [50, 10, 20, 40], "area": 800, "iscrowd": 0,
+             "segmentation": rect(50, 10, 20, 40) + [[60, 20, 61, 20]]},  # a sliver polygon, as COCO has
+            {"id": 9, "image_id": 139, "category_id": 1, "bbox": [5, 30, 20, 10], "area": 200, "iscrowd": 1,
+             "segmentation": {"size": [60, 80], "counts": runs}},
+            {"id": 10, "image_id": 285, "category_id": 1, "bbox": [0, 0, 64, 48], "area": 3072, "iscrowd": 0,
+             "segmentation": rect(0, 0, 64, 48)},
+            {"id": 11, "image_id": 285, "category_id": 18, "bbox": [3, 4, 5, 0.0], "area": 0, "iscrowd": 0,
+             "segmentation": [[3, 4, 8, 4, 8, 4, 3, 4]]},  # zero height: COCO train2017 has two of these
+        ],
+        "categories": [{"id": 1, "name": "person"}, {"id": 18, "name": "dog"}],
+    }  # fmt: skip
+
+
+@pytest.fixture
+def coco2017(tmp_path) -> Path:
+    root = tmp_path / "coco"
+    for split in ("train2017", "val2017"):
+        _jpeg(root / split / "000000000139.jpg", 80, 60)
+        _jpeg(root / split / "000000000285.jpg", 64, 48, mode="L")  # COCO has grayscale images too
+        (root / "annotations").mkdir(exist_ok=True)
+        (root / "annotations" / f"instances_{split}.json").write_text(json.dumps(_coco2017_annotations()))
+    return root
+
+
+def test_coco2017_layout_with_polygons_and_crowds(coco2017):
+    train_json, train_dir, val_json, val_dir = coco.coco2017_paths(coco2017)
+    assert val_dir == coco2017 / "val2017" and train_json.name == "instances_train2017.json"
+    index = coco.load_coco(val_json, val_dir, need_masks=True)
+    assert index.category_to_label == {1: 1, 18: 2} and index.category_names == {1: "person", 18: "dog"}
+    ds = coco.CocoDetection(index, train=False)
+    image, target = ds[0]
+    assert image.shape == (3, 60, 80)
+    assert target["labels"].tolist() == [2, 1]  # the crowd (id 9) is left out of the targets
+    assert target["boxes"].tolist() == [[10, 5, 40, 25], [50, 10, 70, 50]]
+    assert target["masks"].shape == (2, 60, 80)
+    assert 500 <= int(target["masks"][0].sum()) <= 700 and target["masks"][0, 15, 20] == 1
+    gray, target = ds[1]
+    assert gray.shape == (3, 48, 64) and torch.equal(gray[0], gray[2])  # grayscale became RGB
+    assert target["labels"].tolist() == [1]  # the zero-height box (id 11) is no training target
+    assert coco.CocoDetection(index, train=True, keep_crowd=True)[0][1]["labels"].tolist() == [2, 1, 1]
+
+
+def test_openimages_mlperf_layout(tmp_path):
+    root = tmp_path / "open-images-v6-mlperf"
+    for split in ("train", "validation"):
+        _jpeg(root / split / "data" / "000002b66c9c498e.jpg", 120, 90)
+        labels = {  # as MLCommons' fiftyone_openimages.py writes it: ids from 0, iscrowd = IsGroupOf
+            "info": {"description": "Exported from FiftyOne"},
+            "licenses": [],
+            "categories": [{"id": 0, "name": "Airplane", "supercategory": None},
+                           {"id": 1, "name": "Antelope", "supercategory": None}],
+            "images": [{"id": 0, "file_name": "000002b66c9c498e.jpg", "height": 90, "width": 120,
+                        "license": None, "coco_url": None}],
+            "annotations": [
+                {"id": 0, "image_id": 0, "category_id": 1, "bbox": [12.0, 9.0, 60.0, 45.0], "segmentation": None,
+                 "keypoints": None, "num_keypoints": None, "area": 2700.0, "iscrowd": 0, "IsGroupOf": False},
+                {"id": 1, "image_id": 0, "category_id": 0, "bbox": [0.0, 0.0, 120.0, 90.0], "segmentation": None,
+                 "keypoints": None, "num_keypoints": None, "area": 10800.0, "iscrowd": 1, "IsGroupOf": True},
+            ],
+        }  # fmt: skip
+        (root / split / "labels").mkdir(parents=True)
+        (root / split / "labels" / "openimages-mlperf.json").write_text(json.dumps(labels))
+    train_json, train_dir, val_json, val_dir = coco.openimages_mlperf_paths(root)
+    assert (
+        train_dir == root / "train" / "data" and val_json == root / "validation" / "labels" / "openimages-mlperf.json"
+    )
+    index = coco.load_coco(train_json, train_dir, need_masks=False)
+    assert index.label_to_category == {1: 0, 2: 1}
+    image, target = coco.CocoDetection(index, train=False)[0]
+    assert image.shape == (3, 90, 120) and "masks" not in target
+    assert target["labels"].tolist() == [2] and target["boxes"].tolist() == [[12, 9, 72, 54]]
+    assert coco.CocoDetection(index, train=False, keep_crowd=True)[0][1]["labels"].tolist() == [2, 1]
+
+
+@pytest.mark.parametrize(
+    ("paths", "missing", "says"),
+    [
+        (coco.coco2017_paths, "val2017", "train2017.zip"),
+        (coco.openimages_mlperf_paths, "train/labels/openimages-mlperf.json", "download_openimages_mlperf.sh"),
+        (coco.openimages_mlperf_paths, "validation/data", "validation"),
+    ],
+)
+def test_missing_reference_folder_names_the_layout(tmp_path, paths, missing, says):
+    for sub in (
+        "train2017",
+        "val2017",
+        "annotations/instances_train2017.json",
+        "annotations/instances_val2017.json",
+        "train/data",
+        "validation/data",
+        "train/labels/openimages-mlperf.json",
+        "validation/labels/openimages-mlperf.json",
+    ):
+        target = tmp_path / sub
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.mkdir() if "." not in target.name else target.write_text("{}")
+    path = tmp_path / missing
+    path.unlink() if path.is_file() else path.rmdir()
+    with pytest.raises(DataError, match=rf"{path} not found.*{says}"):
+        paths(tmp_path)
+
+
+def test_mini_paths_say_how_to_prepare(tmp_path):
+    with pytest.raises(DataError, match=r"instances_train.json not found.*trainperf data prepare ssd"):
+        scenes.mini_paths(tmp_path)
+
+
+# --- bad annotation files ---------------------------------------------------------------------------------
+def _ann(data: dict, ann_id: int) -> dict:
+    return next(a for a in data["annotations"] if a["id"] == ann_id)
+
+
+def _set(ann_id: int, key: str, value):
+    def change(data):
+        _ann(data, ann_id)[key] = value
+
+    return change
+
+
+def _drop(ann_id: int, key: str):
+    def change(data):
+        del _ann(data, ann_id)[key]
+
+    return change
+
+
+BAD_FILES = [
+    ("top-level key", lambda d: d.pop("categories"), r"top-level key\(s\) categories missing"),
+    ("missing bbox", _drop(8, "bbox"), r"annotation id 8 has no 'bbox'"),
+    ("missing segmentation", _drop(7, "segmentation"), r"annotation id 7 has no 'segmentation'"),
+    ("three numbers", _set(8, "bbox", [1, 2, 3]), r"annotation id 8 has bbox \[1, 2, 3\]; it must be 4 numbers"),
+    ("text in bbox", _set(8, "bbox", [1, 2, "3", 4]), r"annotation id 8 has bbox .*must be 4 numbers"),
+    ("negative width", _set(7, "bbox", [10, 5, -3, 20]), r"annotation id 7 has bbox .* negative width or height"),
+    ("outside", _set(10, "bbox", [40, 0, 30, 48]), r"annotation id 10 has bbox \[40, 0, 30, 48\].*outside its image \(64x48"),
+    ("category", _set(7, "category_id", 99), r"annotation id 7 has category_id 99, which 'categories' does not declare"),
+    ("image", _set(7, "image_id", 4242), r"annotation id 7 refers to image id 4242, which 'images' does not declare"),
+    ("duplicate annotation", _set(8, "id", 7), r"annotation id 7 is used twice"),
+    ("duplicate image", lambda d: d["images"].append(dict(d["images"][0])), r"image id 139 is declared twice"),
+    ("duplicate category", lambda d: d["categories"].append({"id": 18}), r"category id 18 is declared twice"),
+    ("image size", lambda d: d["images"][1].update(width=0), r"image id 285 has width 0 and height 48"),
+    ("segmentation type", _set(7, "segmentation", "polygon"), r"annotation id 7: segmentation is a str"),
+    ("RLE size", _set(9, "segmentation", {"size": [1, 1], "counts": "1"}), r"annotation id 9: RLE size \[1, 1\]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "message"), [b[1:] for b in BAD_FILES], ids=[b[0] for b in BAD_FILES])
+def test_bad_annotation_file_names_file_and_annotation(coco2017, change, message):
+    val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
+    data = _coco2017_annotations()
+    change(data)
+    val_json.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=message) as err:
+        coco.load_coco(val_json, val_dir, need_masks=True)
+    assert str(err.value).startswith(f"annotation file {val_json}: ")
+
+
+def test_segmentation_is_only_required_for_masks(coco2017):
+    val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
+    data = _coco2017_annotations()
+    del data["annotations"][0]["segmentation"]
+    val_json.write_text(json.dumps(data))
+    assert len(coco.CocoDetection(coco.load_coco(val_json, val_dir, need_masks=False), train=False)) == 2
+
+
+def test_malformed_json_says_line_and_column(coco2017):
+    val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
+    val_json.write_text('{"images": [\n  {"id": 1,}\n]}')
+    with pytest.raises(DataError, match=rf"{val_json} is not valid JSON: .* at line 2, column 12"):
+        coco.load_coco(val_json, val_dir, need_masks=False)
+    val_json.unlink()
+    with pytest.raises(DataError, match=rf"annotation file {val_json} not found"):
+        coco.load_coco(val_json, val_dir, need_masks=False)
+
+
+def test_missing_image_file_is_found_at_load_time(coco2017):
+    val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
+    (val_dir / "000000000285.jpg").unlink()
+    with pytest.raises(DataError, match=r"image file .*val2017/000000000285.jpg of image id 285 in .* is missing"):
+        coco.load_coco(val_json, val_dir, need_masks=False)
+
+
+def test_corrupt_image_file_is_named_when_decoded(coco2017):
+    val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
+    (val_dir / "000000000139.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    ds = coco.CocoDetection(coco.load_coco(val_json, val_dir, need_masks=False), train=False)
+    with pytest.raises(DataError, match=r"image file .*000000000139.jpg cannot be decoded"):
+        ds[0]
+    _jpeg(val_dir / "000000000139.jpg", 60, 60)
+    with pytest.raises(DataError, match=r"000000000139.jpg is 60x60 but its annotation file says 80x60"):
+        ds[0]
+
+
+# --- evaluation -------------------------------------------------------------------------------------------
+def _ground_truth_as_results(index: coco.CocoIndex, with_masks: bool) -> list[dict]:
+    results = []
+    for _, target in coco.CocoDetection(index, train=False):
+        masks = target["masks"][:, None].float() if with_masks else None
+        scores = torch.ones(len(target["labels"]))
+        results += coco.to_coco_results(target["image_id"], target["boxes"], scores, target["labels"], index, masks)
+    return results
+
+
+def test_perfect_predictions_score_map_one(small_scenes, capsys):
+    index = coco.load_coco(*scenes.mini_paths(small_scenes)[2:], need_masks=True)
+    results = _ground_truth_as_results(index, with_masks=True)
+    json.dumps(results)  # plain JSON types only
+    assert results[0]["category_id"] in index.label_to_category.values()
+    assert isinstance(results[0]["segmentation"]["counts"], str)
+    assert coco.coco_map(index, results, "bbox") == pytest.approx(1.0)
+    assert coco.coco_map(index.coco, results, "segm") == pytest.approx(1.0)
+    assert coco.coco_map(index, [], "bbox") == 0.0
+    worse = copy.deepcopy(results)
+    for r in worse[::2]:
+        r["bbox"][0] += r["bbox"][2] / 2  # half the boxes shifted by half their width
+    assert 0.2 < coco.coco_map(index, worse, "bbox") < 0.8
+    assert capsys.readouterr() == ("", "")
+
+
+def test_perfect_predictions_against_polygons_and_crowds(coco2017):
+    val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
+    data = _coco2017_annotations()
+    data["annotations"] = [a for a in data["annotations"] if a["id"] != 11]  # no model can find a 0-px box
+    val_json.write_text(json.dumps(data))
+    index = coco.load_coco(val_json, val_dir, need_masks=True)
+    results = _ground_truth_as_results(index, with_masks=True)
+    assert len(results) == 3  # the crowd is ignored by COCOeval, not a miss
+    assert coco.coco_map(index, results, "bbox") == pytest.approx(1.0)
+    assert coco.coco_map(index, results, "segm") == pytest.approx(1.0)
+
+
+def test_results_for_unknown_images_are_refused(small_scenes):
+    index = coco.load_coco(*scenes.mini_paths(small_scenes)[2:], need_masks=False)
+    results = coco.to_coco_results(999, torch.tensor([[1.0, 2, 30, 40]]), torch.tensor([0.9]), torch.tensor([3]), index)
+    assert results == [{"image_id": 999, "category_id": 3, "bbox": [1.0, 2.0, 29.0, 38.0], "score": pytest.approx(0.9)}]
+    with pytest.raises(ValueError, match="image ids the ground truth lacks: \\[999\\]"):
+        coco.coco_map(index, results, "bbox")
+
+
+def test_undecodable_polygon_is_named_when_decoded(coco2017):
+    val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
+    data = _coco2017_annotations()
+    _ann(data, 10)["segmentation"] = [[0, 0, 64, 0, 64, None]]
+    val_json.write_text(json.dumps(data))
+    ds = coco.CocoDetection(coco.load_coco(val_json, val_dir, need_masks=True), train=False)
+    with pytest.raises(DataError, match=r"instances_val2017.json: annotation id 10 has a segmentation .* finite"):
+        ds[1]
