@@ -52,6 +52,9 @@ class BenchmarkSpec:
     max_init_minutes: float = MAX_INIT_MINUTES
     hparam_keys: tuple[str, ...] = ()
     target_source: str = ""  # where the target comes from (rule text or measurement)
+    # A metric with several fields (maskrcnn's {"BBOX": .., "SEGM": ..}): every field must reach its own
+    # target. The first field is the headline figure of curves and charts, and ``target`` is its target.
+    field_targets: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.key not in BENCHMARKS:
@@ -62,16 +65,34 @@ class BenchmarkSpec:
             raise ValueError("olympic scoring needs more runs than it drops")
         if self.eval_every_epochs <= 0 or self.max_epochs < self.eval_every_epochs:
             raise ValueError("eval cadence must be positive and within the epoch budget")
+        if self.field_targets and self.field_targets[0][1] != self.target:
+            raise ValueError("the target of a multi-field metric is its first field's target")
 
-    def reached(self, value: float) -> bool:
-        """Whether a quality figure meets the target."""
+    def _meets(self, value: float, target: float) -> bool:
         if math.isnan(value):
             return False
-        return value >= self.target if self.higher_is_better else value <= self.target
+        return value >= target if self.higher_is_better else value <= target
+
+    def reached(self, value: float | dict[str, float]) -> bool:
+        """Whether a quality figure (or, for a multi-field metric, every field of it) meets the target."""
+        if self.field_targets:
+            if not isinstance(value, dict):
+                return False
+            return all(self._meets(float(value.get(f, math.nan)), t) for f, t in self.field_targets)
+        return self._meets(float(value), self.target)
+
+    def headline(self, value: float | dict[str, float]) -> float:
+        """The one number that curves and charts show: the value, or a multi-field metric's first field."""
+        if isinstance(value, dict):
+            name = self.field_targets[0][0] if self.field_targets else next(iter(value), None)
+            return float(value.get(name, math.nan))
+        return float(value)
 
     @property
     def target_text(self) -> str:
         op = ">=" if self.higher_is_better else "<="
+        if self.field_targets:
+            return " and ".join(f"{name} {self.metric} {op} {t:g}" for name, t in self.field_targets)
         return f"{self.metric} {op} {self.target:g}"
 
 

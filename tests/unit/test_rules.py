@@ -221,3 +221,47 @@ def test_missing_or_empty_log_is_a_user_error(tmp_path):
 
 def test_shipped_mini_rule_files_match_the_specs():
     assert mini_rules.stale_shipped() == [], "run `python -m trainperf.rules.mini_rules` to regenerate"
+
+
+# --- a multi-field metric (maskrcnn: BBOX and SEGM, each with its own target) ------------------------------
+MULTI = make_spec(key="maskrcnn", metric="mAP", target=0.4, field_targets=(("BBOX", 0.4), ("SEGM", 0.3)))
+
+
+def test_multi_field_spec_reaches_only_when_every_field_does():
+    assert MULTI.reached({"BBOX": 0.41, "SEGM": 0.31})
+    assert not MULTI.reached({"BBOX": 0.41, "SEGM": 0.29})
+    assert not MULTI.reached({"BBOX": 0.41})
+    assert not MULTI.reached(0.9)
+    assert MULTI.headline({"BBOX": 0.41, "SEGM": 0.31}) == 0.41
+    assert MULTI.target_text == "BBOX mAP >= 0.4 and SEGM mAP >= 0.3"
+    with pytest.raises(ValueError):
+        make_spec(target=0.5, field_targets=(("BBOX", 0.4),))
+
+
+@pytest.fixture(scope="module")
+def multi_rule_file(tmp_path_factory) -> Path:
+    (path,) = write_mini_rules(tmp_path_factory.mktemp("rules"), [MULTI])
+    return path
+
+
+def test_multi_field_rules_need_both_fields_in_one_evaluation(tmp_path, multi_rule_file):
+    text = multi_rule_file.read_text()
+    assert "v['value']['BBOX'] >= 0.4 and v['value']['SEGM'] >= 0.3" in text
+    maskrcnn = {"submission_benchmark": "maskrcnn"}
+    ok = write_log(tmp_path / "ok.txt", accuracies=({"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.45, "SEGM": 0.35}), values=maskrcnn)
+    assert check(ok, multi_rule_file).passed
+    # each field reaches its target, but never in the same evaluation
+    apart = write_log(
+        tmp_path / "apart.txt", accuracies=({"BBOX": 0.45, "SEGM": 0.1}, {"BBOX": 0.2, "SEGM": 0.35}), values=maskrcnn
+    )
+    res = check(apart, multi_rule_file)
+    assert not res.passed and compliance.is_target_only_failure(res), res.problems
+    high = write_log(tmp_path / "high.txt", accuracies=({"BBOX": 1.5, "SEGM": 0.35},), values=maskrcnn)
+    assert not check(high, multi_rule_file).passed
+
+
+def test_multi_field_curve_reads_the_headline_field(tmp_path):
+    from trainperf.harness.results import parse_run
+
+    log = write_log(tmp_path / "log.txt", accuracies=({"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.45, "SEGM": 0.35}))
+    assert [q for _, _, q in parse_run(log).curve] == [0.2, 0.45]

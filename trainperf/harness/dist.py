@@ -49,6 +49,14 @@ class DistContext:
         torch_dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def gather_objects(self, obj: object) -> list[object]:
+        """Every rank's object, in rank order, on every rank (evaluation results gathered for scoring)."""
+        if not self.distributed:
+            return [obj]
+        out: list[object] = [None] * self.world_size
+        torch_dist.all_gather_object(out, obj)
+        return out
+
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -64,9 +64,10 @@ def parse_run(path: Path) -> LoggedRun:
         for rec in records:
             if rec["key"] == "eval_accuracy":
                 meta = rec.get("metadata") or {}
-                curve.append(
-                    ((float(rec["time_ms"]) - t0) / 60000.0, float(meta.get("epoch_num", 0)), float(rec["value"]))
-                )
+                value = rec["value"]
+                if isinstance(value, dict):  # a multi-field metric (maskrcnn): its first field is the headline
+                    value = next(iter(value.values()), float("nan"))
+                curve.append(((float(rec["time_ms"]) - t0) / 60000.0, float(meta.get("epoch_num", 0)), float(value)))
     status = ((stop or {}).get("metadata") or {}).get("status")
     return LoggedRun(
         path=path,

@@ -204,14 +204,16 @@ def execute_run(
             log.end(constants.BLOCK_STOP, metadata={"first_epoch_num": _epoch_num(1 + first_epoch)})
             log.start(constants.EVAL_START, metadata={"epoch_num": _epoch_num(epoch)})
             t = time.perf_counter()
-            quality = float(workload.evaluate(model))
+            value = workload.evaluate(model)  # a float, or a dict for a multi-field metric (maskrcnn)
+            value = {k: float(v) for k, v in value.items()} if isinstance(value, dict) else float(value)
+            quality = spec.headline(value)
             inside += time.perf_counter() - t
             log.end(constants.EVAL_STOP, metadata={"epoch_num": _epoch_num(epoch)})
-            log.event(constants.EVAL_ACCURACY, value=quality, metadata={"epoch_num": _epoch_num(epoch)})
+            log.event(constants.EVAL_ACCURACY, value=value, metadata={"epoch_num": _epoch_num(epoch)})
             elapsed_min = (time.perf_counter() - wall0) / 60
             curve.append((elapsed_min, epoch, quality))
             obs.evaluated(epoch, quality)
-            if spec.reached(quality):
+            if spec.reached(value):
                 status, reason = "success", "target"
                 break
             if config.dry_run:

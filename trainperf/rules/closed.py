@@ -1,8 +1,9 @@
 """Closed-division hyperparameter rules, as data, checked before a run starts.
 
 A benchmark's workload lists, per scale, the recipe keys a closed submission may change and how
-(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``); every other recipe key is fixed at the recipe's value. Open
-division: any recipe key may change, and the changes are logged. Nothing here evaluates text.
+(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``); every other recipe key is fixed at the
+recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
+evaluates text.
 """
 
 from __future__ import annotations
@@ -59,6 +60,22 @@ class PowerOfTwoTimes:
 
 
 Rule = Tunable | OneOf | PowerOfTwoTimes
+
+
+@dataclass(frozen=True)
+class MultipleOf:
+    """An integer multiple of ``base`` (MLPerf Mask R-CNN's learning rate: k * 0.02)."""
+
+    base: float
+
+    def allows(self, value: Any, default: Any) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            return False
+        k = value / self.base
+        return abs(k - round(k)) < 1e-9 and round(k) >= 1
+
+    def describe(self, default: Any) -> str:
+        return f"an integer multiple of {self.base:g} (e.g. {self.base:g}, {2 * self.base:g}, {3 * self.base:g})"
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -64,19 +64,13 @@ def _number(x: float) -> str:
 def quality_check(spec: BenchmarkSpec) -> str:
     """The ATLEAST_ONE_CHECK expression that one ``eval_accuracy`` line must pass to reach the target.
 
-    maskrcnn logs ``{'BBOX': .., 'SEGM': ..}`` (the official open_maskrcnn.yaml requires both fields);
-    its spec's metric name picks the field (``box``/``bbox`` or ``mask``/``segm``), else both must
-    reach the target.
+    A multi-field metric (maskrcnn logs ``{'BBOX': .., 'SEGM': ..}``, as the official open_maskrcnn.yaml
+    requires) must reach every field's target in the same evaluation.
     """
     op = ">=" if spec.higher_is_better else "<="
-    target = _number(spec.target)
-    if spec.key != "maskrcnn":
-        return f"v['value'] {op} {target}"
-    metric = spec.metric.lower()
-    fields = [f for f, words in (("BBOX", ("box",)), ("SEGM", ("segm", "mask"))) if any(w in metric for w in words)]
-    if len(fields) != 1:
-        fields = ["BBOX", "SEGM"]
-    parts = " and ".join(f"v['value']['{f}'] {op} {target}" for f in fields)
+    if not spec.field_targets:
+        return f"v['value'] {op} {_number(spec.target)}"
+    parts = " and ".join(f"v['value']['{f}'] {op} {_number(t)}" for f, t in spec.field_targets)
     return f"isinstance(v['value'], dict) and {parts}"
 
 
@@ -188,8 +182,8 @@ def mini_rule_yaml(spec: BenchmarkSpec) -> str:
         req="AT_LEAST_ONE",
         atleast_one=quality_check(spec),
         post=(
-            "s['quality_out_of_range'] += 0 if isinstance(v['value'], dict) or "
-            "(isinstance(v['value'], (int, float)) and 0 <= v['value'] <= 1) else 1"
+            "s['quality_out_of_range'] += 0 if all(isinstance(x, (int, float)) and 0 <= x <= 1 for x in "
+            "(v['value'].values() if isinstance(v['value'], dict) else [v['value']])) else 1"
         ),
         comment=(
             f"The mini quality target: {spec.target_text}; every evaluation must lie in [0, 1] (checked at END:",

@@ -1,12 +1,14 @@
 """Learning-rate schedules as multipliers for ``torch.optim.lr_scheduler.LambdaLR``.
 
 torch has no polynomial decay with linear warm-up to an end learning rate (MLPerf's ResNet LARS
-schedule), so it is written here as a LambdaLR multiplier.
+schedule), so it is written here as a LambdaLR multiplier. ``HoldLast`` keeps a planned schedule at its
+end value when a run trains past its plan (a budget longer than the schedule).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 
 def poly_warmup(
@@ -21,3 +23,42 @@ def poly_warmup(
         return (end_lr + (base_lr - end_lr) * (1.0 - t) ** power) / base_lr
 
     return factor
+
+
+class HoldLast:
+    """A per-step scheduler that stops at its last value once its steps are spent (budget beyond the plan)."""
+
+    def __init__(self, scheduler: Any, total_steps: int) -> None:
+        self.scheduler = scheduler
+        self.remaining = total_steps - 1
+
+    def step(self) -> None:
+        if self.remaining > 0:
+            self.scheduler.step()
+            self.remaining -= 1
+
+
+def warmup_step_decay(*, warmup_steps: int, warmup_factor: float, boundaries: list[int], factor: float = 0.1):
+    """MLPerf Mask R-CNN's schedule as a LambdaLR multiplier: linear warm-up from ``warmup_factor`` to 1,
+    then times ``factor`` at each step boundary."""
+
+    def multiplier(step: int) -> float:
+        warm = 1.0
+        if step < warmup_steps:
+            alpha = step / max(1, warmup_steps)
+            warm = warmup_factor * (1 - alpha) + alpha
+        return warm * factor ** sum(step >= b for b in boundaries)
+
+    return multiplier
+
+
+def linear_warmup(*, warmup_steps: int, warmup_factor: float):
+    """MLPerf RetinaNet's schedule as a LambdaLR multiplier: linear warm-up from ``warmup_factor``, then constant."""
+
+    def multiplier(step: int) -> float:
+        if step >= warmup_steps:
+            return 1.0
+        alpha = step / max(1, warmup_steps)
+        return warmup_factor * (1 - alpha) + alpha
+
+    return multiplier

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from trainperf.errors import UsageError
 from trainperf.rules.closed import OneOf, PowerOfTwoTimes, Rule, Tunable
 from trainperf.spec import BenchmarkSpec, Workload
-from trainperf.workloads.common.schedules import poly_warmup
+from trainperf.workloads.common.schedules import HoldLast, poly_warmup
 from trainperf.workloads.resnet import data
 from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50
 
@@ -226,7 +226,7 @@ class ResNetWorkload(Workload):
             total_steps=total,
             pct_start=r["opt_learning_rate_warmup_epochs"] / r["opt_learning_rate_schedule_epochs"],
         )
-        return opt, _HoldLast(sched, total)
+        return opt, HoldLast(sched, total)
 
     def hparams(self) -> dict[str, Any]:
         r = self.recipe
@@ -334,19 +334,6 @@ class ResNetWorkload(Workload):
             self.val_set, num_replicas=self.dist.world_size, rank=self.dist.rank, shuffle=False, drop_last=False
         )
         yield from DataLoader(self.val_set, batch_size=self.local_batch, sampler=sampler, num_workers=8)
-
-
-class _HoldLast:
-    """A per-step scheduler that stops at its last value once its steps are spent (budget beyond the plan)."""
-
-    def __init__(self, scheduler: Any, total_steps: int) -> None:
-        self.scheduler = scheduler
-        self.remaining = total_steps - 1
-
-    def step(self) -> None:
-        if self.remaining > 0:
-            self.scheduler.step()
-            self.remaining -= 1
 
 
 def mxnet_tensor_name(name: str) -> str:
