@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 # Explicit keys only: a benchmark is listed here when its workload really trains to its target.
 _WORKLOADS: dict[str, str] = {
     "resnet": "trainperf.workloads.resnet.workload:ResNetWorkload",
+    "ssd": "trainperf.workloads.ssd.workload:SSDWorkload",
+    "maskrcnn": "trainperf.workloads.maskrcnn.workload:MaskRCNNWorkload",
 }
 
 

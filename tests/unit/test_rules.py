@@ -248,7 +248,9 @@ def test_multi_field_rules_need_both_fields_in_one_evaluation(tmp_path, multi_ru
     text = multi_rule_file.read_text()
     assert "v['value']['BBOX'] >= 0.4 and v['value']['SEGM'] >= 0.3" in text
     maskrcnn = {"submission_benchmark": "maskrcnn"}
-    ok = write_log(tmp_path / "ok.txt", accuracies=({"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.45, "SEGM": 0.35}), values=maskrcnn)
+    ok = write_log(
+        tmp_path / "ok.txt", accuracies=({"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.45, "SEGM": 0.35}), values=maskrcnn
+    )
     assert check(ok, multi_rule_file).passed
     # each field reaches its target, but never in the same evaluation
     apart = write_log(

@@ -1,0 +1,102 @@
+"""One optimizer step of each detection model on fake data at both sizes, and the reference models' facts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import mlperf_logging
+import pytest
+import torch
+
+from trainperf.harness.dist import DistContext
+from trainperf.spec import RunConfig
+from trainperf.workloads.detection import models
+from trainperf.workloads.maskrcnn.workload import MaskRCNNWorkload
+from trainperf.workloads.ssd.workload import SSDWorkload
+
+RULES = Path(mlperf_logging.__file__).parent / "compliance_checker" / "training_2.0.0"
+
+
+def one_step(cls, scale: str, tmp_path: Path) -> None:
+    spec = cls.SPECS[scale]
+    w = cls(spec, RunConfig(seed=3, dry_run=True), data_dir=tmp_path, dist=DistContext())
+    w.prepare()
+    model = w.build_model()
+    opt, sched = w.build_optimizer(model)
+    before = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+    loss = w.train_step(model, w.synthetic_batch(), opt)
+    sched.step()
+    assert torch.isfinite(loss) and loss > 0
+    after = [p for p in model.parameters() if p.requires_grad]
+    changed = sum(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert changed > len(after) // 2
+    quality = w.evaluate(model)
+    if spec.field_targets:
+        assert set(quality) == {"BBOX", "SEGM"}
+    else:
+        assert quality == 0.0
+    assert set(w.hparams()) >= set(spec.hparam_keys)
+
+
+@pytest.mark.parametrize("cls", [SSDWorkload, MaskRCNNWorkload], ids=["ssd", "maskrcnn"])
+def test_mini_model_one_step(cls, tmp_path):
+    one_step(cls, "mini", tmp_path)
+
+
+@pytest.mark.parametrize("cls", [SSDWorkload, MaskRCNNWorkload], ids=["ssd", "maskrcnn"])
+def test_reference_model_one_step_at_full_size(cls, tmp_path):
+    one_step(cls, "reference", tmp_path)
+
+
+def _closed_tensor_list(name: str) -> list[str]:
+    end_block = (RULES / name).read_text().split("- END:")[1].split("- KEY:")[0]
+    return sorted(re.findall(r'"([A-Za-z0-9_.]+)"', end_block))
+
+
+def test_ssd_tensor_names_match_the_v2_closed_rule_file():
+    expected = _closed_tensor_list("closed_ssd.yaml")
+    assert len(expected) == 89
+    assert sorted(models.ssd_tensor_names(models.reference_retinanet())) == expected
+
+
+def test_maskrcnn_tensor_names_match_the_v2_closed_rule_file():
+    expected = _closed_tensor_list("closed_maskrcnn.yaml")
+    assert len(expected) == 21
+    assert sorted(models.maskrcnn_tensor_names(models.reference_maskrcnn())) == expected
+
+
+def test_reference_models_have_the_mlperf_sizes():
+    retina = models.reference_retinanet()
+    assert retina.head.classification_head.num_classes == 264
+    assert retina.transform.min_size == (800,) and retina.transform.max_size == 800
+    mask = models.reference_maskrcnn()
+    assert mask.transform.min_size == (800,) and mask.transform.max_size == 1333
+    # frozen BatchNorm and frozen stem + layer1, as in the references
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in mask.backbone.body.modules())
+    assert not mask.backbone.body.conv1.weight.requires_grad
+    assert mask.backbone.body.layer2[0].conv1.weight.requires_grad
+
+
+def test_mini_models_keep_the_data_size():
+    # torchvision's default transform would scale 96 px scenes up to 800 px
+    for net in (models.mini_retinanet(10), models.mini_maskrcnn(10)):
+        net.eval()
+        images, _ = net.transform([torch.rand(3, 96, 96)])
+        assert images.tensors.shape[-2:] == (96, 96)
+
+
+def test_backbone_checkpoint_errors_are_clear(tmp_path):
+    from trainperf.errors import DataError
+
+    model = models.reference_maskrcnn()
+    with pytest.raises(DataError, match="not found"):
+        models.load_backbone_checkpoint(model, tmp_path / "missing.pth")
+    torch.save({"conv1.weight": torch.zeros(1)}, tmp_path / "partial.pth")
+    with pytest.raises(DataError, match="lacks"):
+        models.load_backbone_checkpoint(model, tmp_path / "partial.pth")
+    # a real torchvision ResNet-50 state dict loads
+    import torchvision
+
+    torch.save(torchvision.models.resnet50().state_dict(), tmp_path / "r50.pth")
+    models.load_backbone_checkpoint(model, tmp_path / "r50.pth")

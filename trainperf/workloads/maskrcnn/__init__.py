@@ -1,0 +1,1 @@
+"""maskrcnn: Mask R-CNN object detection and instance segmentation (MLPerf's heavyweight benchmark)."""

@@ -1,0 +1,1 @@
+"""ssd: RetinaNet object detection (MLPerf's lightweight object detection benchmark)."""
