@@ -7,6 +7,7 @@ evaluates with pycocotools' COCOeval on the whole validation set (detections gat
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,11 +34,13 @@ class DetectionWorkload(Workload):
     DATA_WORKERS = 8  # reference scale; the mini scale decodes in the training process (two cores in all)
 
     # --- hooks ---------------------------------------------------------------------------------------
+    @abc.abstractmethod
     def reference_paths(self, root: Path) -> tuple[Path, Path, Path, Path]:
-        raise NotImplementedError
+        """(train_json, train_dir, val_json, val_dir) of the reference dataset under ``root``."""
 
+    @abc.abstractmethod
     def make_model(self, num_classes: int) -> torch.nn.Module:
-        raise NotImplementedError
+        """The detection model for ``num_classes`` object categories (without background)."""
 
     # --- set-up ------------------------------------------------------------------------------------
     @classmethod
