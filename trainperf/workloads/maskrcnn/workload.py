@@ -16,7 +16,7 @@ import torch
 from trainperf.errors import UsageError
 from trainperf.rules.closed import MultipleOf, Rule, Tunable
 from trainperf.spec import BenchmarkSpec
-from trainperf.workloads.common.schedules import HoldLast, warmup_step_decay
+from trainperf.workloads.common.schedules import adamw_one_cycle, warmup_step_decay
 from trainperf.workloads.detection import coco, models
 from trainperf.workloads.detection.workload import DetectionWorkload
 
@@ -158,15 +158,7 @@ class MaskRCNNWorkload(DetectionWorkload):
             return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
         if r["opt_name"] != "adamw":
             raise UsageError(f"maskrcnn: optimizer {r['opt_name']!r} is not supported (use sgd or adamw)")
-        opt = torch.optim.AdamW(groups, lr=r["opt_base_learning_rate"])
-        total = max(2, round(r["opt_learning_rate_schedule_epochs"] * self.steps_per_epoch))
-        sched = torch.optim.lr_scheduler.OneCycleLR(
-            opt,
-            max_lr=r["opt_base_learning_rate"],
-            total_steps=total,
-            pct_start=min(0.9, r["opt_learning_rate_warmup_epochs"] / r["opt_learning_rate_schedule_epochs"]),
-        )
-        return opt, HoldLast(sched, total)
+        return adamw_one_cycle(groups, r, self.steps_per_epoch)
 
     def hparams(self) -> dict[str, Any]:
         keys = REFERENCE_KEYS if self.recipe["opt_name"] == "sgd" else self.spec.hparam_keys

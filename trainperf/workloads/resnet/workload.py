@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from trainperf.errors import UsageError
 from trainperf.rules.closed import OneOf, PowerOfTwoTimes, Rule, Tunable
 from trainperf.spec import BenchmarkSpec, Workload
-from trainperf.workloads.common.schedules import HoldLast, poly_warmup
+from trainperf.workloads.common.schedules import adamw_one_cycle, poly_warmup
 from trainperf.workloads.resnet import data
 from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50
 
@@ -218,15 +218,7 @@ class ResNetWorkload(Workload):
         groups = [{"params": decay, "weight_decay": r["opt_weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
         if r["opt_name"] != "adamw":
             raise UsageError(f"resnet mini: optimizer {r['opt_name']!r} is not supported (use adamw or lars)")
-        opt = torch.optim.AdamW(groups, lr=r["opt_base_learning_rate"])
-        total = max(2, round(r["opt_learning_rate_schedule_epochs"] * spe))
-        sched = torch.optim.lr_scheduler.OneCycleLR(
-            opt,
-            max_lr=r["opt_base_learning_rate"],
-            total_steps=total,
-            pct_start=r["opt_learning_rate_warmup_epochs"] / r["opt_learning_rate_schedule_epochs"],
-        )
-        return opt, HoldLast(sched, total)
+        return adamw_one_cycle(groups, r, spe)
 
     def hparams(self) -> dict[str, Any]:
         r = self.recipe

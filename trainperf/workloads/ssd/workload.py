@@ -16,7 +16,7 @@ import torch
 from trainperf.errors import UsageError
 from trainperf.rules.closed import Rule, Tunable
 from trainperf.spec import BenchmarkSpec
-from trainperf.workloads.common.schedules import HoldLast, linear_warmup
+from trainperf.workloads.common.schedules import adamw_one_cycle, linear_warmup
 from trainperf.workloads.detection import coco, models
 from trainperf.workloads.detection.workload import DetectionWorkload
 
@@ -148,15 +148,7 @@ class SSDWorkload(DetectionWorkload):
         decay = [p for p in params if p.ndim > 1]
         no_decay = [p for p in params if p.ndim <= 1]
         groups = [{"params": decay, "weight_decay": r["opt_weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
-        opt = torch.optim.AdamW(groups, lr=r["opt_base_learning_rate"])
-        total = max(2, round(r["opt_learning_rate_schedule_epochs"] * spe))
-        sched = torch.optim.lr_scheduler.OneCycleLR(
-            opt,
-            max_lr=r["opt_base_learning_rate"],
-            total_steps=total,
-            pct_start=min(0.9, r["opt_learning_rate_warmup_epochs"] / r["opt_learning_rate_schedule_epochs"]),
-        )
-        return opt, HoldLast(sched, total)
+        return adamw_one_cycle(groups, r, spe)
 
     def hparams(self) -> dict[str, Any]:
         keys = REFERENCE_KEYS if self.recipe["opt_name"] == "adam" else self.spec.hparam_keys
