@@ -30,6 +30,7 @@ from trainperf.harness.dist import DistContext
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.results import read_mllog
 from trainperf.harness.runner import Submission, execute_run, seed_everything
+from trainperf.rules.closed import parse_overrides
 from trainperf.spec import RunConfig
 
 
@@ -54,6 +55,15 @@ def main() -> int:
         help="candidate targets (default: the spec's); maskrcnn: BBOX:SEGM, e.g. 0.25:0.24",
     )
     p.add_argument("--no-untrained", action="store_true", help="skip the untrained model's evaluation")
+    p.add_argument("--eval-every", type=float, default=None, help="epochs between evaluations (default: the spec's)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a recipe value, as `trainperf run --set` does (repeatable), to compare recipes",
+    )
     p.add_argument("--data-dir", type=Path, default=default_data_dir())
     a = p.parse_args()
     torch.set_num_threads(2)
@@ -63,7 +73,9 @@ def main() -> int:
         target=2.0,
         field_targets=tuple((f, 2.0) for f, _ in spec.field_targets),
         max_minutes=a.minutes,
+        eval_every_epochs=a.eval_every or spec.eval_every_epochs,
     )
+    overrides = parse_overrides(a.overrides)
     curves = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.runs):
@@ -73,7 +85,7 @@ def main() -> int:
             outcome = execute_run(
                 registry.workload_class(a.benchmark),
                 unreachable,
-                RunConfig(seed=seed),
+                RunConfig(seed=seed, overrides=overrides),
                 log=log,
                 submission=Submission(org="trainperf", platform="calibration", status="research"),
                 data_dir=a.data_dir,

@@ -56,6 +56,9 @@ def test_ctrl_c_logs_aborted_and_counts_nothing(tmp_path, data_dir):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a test run started in the background (`cmd &`) inherits SIGINT ignored, and
+        # Python then installs no KeyboardInterrupt handler, so the child would never see the Ctrl-C.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 120
     partial = None

@@ -241,8 +241,7 @@ def test_coco2017_layout_with_polygons_and_crowds(coco2017):
     assert coco.CocoDetection(index, train=True, keep_crowd=True)[0][1]["labels"].tolist() == [2, 1, 1]
 
 
-def test_openimages_mlperf_layout(tmp_path):
-    root = tmp_path / "open-images-v6-mlperf"
+def _openimages_mlperf(root: Path) -> None:
     for split in ("train", "validation"):
         _jpeg(root / split / "data" / "000002b66c9c498e.jpg", 120, 90)
         labels = {  # as MLCommons' fiftyone_openimages.py writes it: ids from 0, iscrowd = IsGroupOf
@@ -261,6 +260,11 @@ def test_openimages_mlperf_layout(tmp_path):
         }  # fmt: skip
         (root / split / "labels").mkdir(parents=True)
         (root / split / "labels" / "openimages-mlperf.json").write_text(json.dumps(labels))
+
+
+def test_openimages_mlperf_layout(tmp_path):
+    root = tmp_path / "open-images-v6-mlperf"
+    _openimages_mlperf(root)
     train_json, train_dir, val_json, val_dir = coco.openimages_mlperf_paths(root)
     assert (
         train_dir == root / "train" / "data" and val_json == root / "validation" / "labels" / "openimages-mlperf.json"
@@ -271,6 +275,18 @@ def test_openimages_mlperf_layout(tmp_path):
     assert image.shape == (3, 90, 120) and "masks" not in target
     assert target["labels"].tolist() == [2] and target["boxes"].tolist() == [[12, 9, 72, 54]]
     assert coco.CocoDetection(index, train=False, keep_crowd=True)[0][1]["labels"].tolist() == [2, 1]
+
+
+def test_ssd_reference_trains_on_group_boxes_as_mlperf_does(tmp_path):
+    from trainperf.harness.dist import DistContext
+    from trainperf.spec import RunConfig
+    from trainperf.workloads.ssd.workload import SSDWorkload
+
+    _openimages_mlperf(tmp_path / "ssd" / "reference")
+    w = SSDWorkload(SSDWorkload.SPECS["reference"], RunConfig(seed=0), data_dir=tmp_path, dist=DistContext())
+    w.prepare()
+    assert w.train_set[0][1]["labels"].tolist() == [2, 1]  # the IsGroupOf box (iscrowd=1) is a target
+    assert w.val_set[0][1]["labels"].tolist() == [2]  # evaluation leaves crowds to COCOeval, as for COCO
 
 
 @pytest.mark.parametrize(

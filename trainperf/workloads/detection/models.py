@@ -30,8 +30,9 @@ from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHe
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.models.resnet import Bottleneck
-from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.feature_pyramid_network import FeaturePyramidNetwork, LastLevelP6P7
+
+from trainperf.workloads.detection.roi_align import GridMultiScaleRoIAlign
 
 MINI_IMAGE_SIZE = 96
 MINI_FPN_CHANNELS = 64
@@ -156,11 +157,12 @@ def mini_maskrcnn(num_classes: int) -> MaskRCNN:
         rpn_batch_size_per_image=64,
         box_batch_size_per_image=48,
         box_detections_per_img=10,
-        # One sample per bin: torchvision's CPU roi_align backward dominated the step with two.
-        box_roi_pool=MultiScaleRoIAlign(names, output_size=7, sampling_ratio=1),
+        # One sample per bin: torchvision's CPU roi_align backward dominated the step with two; and that
+        # one sample computed with grid_sample, whose backward is multi-threaded (roi_align.py).
+        box_roi_pool=GridMultiScaleRoIAlign(names, output_size=7),
         box_head=TwoMLPHead(c * 7 * 7, 256),
         box_predictor=FastRCNNPredictor(256, num_classes + 1),
-        mask_roi_pool=MultiScaleRoIAlign(names, output_size=14, sampling_ratio=1),
+        mask_roi_pool=GridMultiScaleRoIAlign(names, output_size=14),
         # Four mask convolutions as in the reference, at half the FPN's width: +27 % images/s (README.md).
         mask_head=MaskRCNNHeads(c, (c // 2,) * 4, 1),
         mask_predictor=MaskRCNNPredictor(c // 2, c // 2, num_classes + 1),

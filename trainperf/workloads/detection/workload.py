@@ -32,6 +32,7 @@ class DetectionWorkload(Workload):
     REFERENCE_IMAGE = (800, 800)  # (height, width) of a dry run's synthetic images
     MINI_EVAL_BATCH = 50
     DATA_WORKERS = 8  # reference scale; the mini scale decodes in the training process (two cores in all)
+    REFERENCE_KEEP_CROWD = False  # train on iscrowd=1 boxes at the reference scale (ssd's OpenImages groups)
 
     # --- hooks ---------------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -76,7 +77,8 @@ class DetectionWorkload(Workload):
         if self.train_index.category_to_label != self.val_index.category_to_label:
             raise UsageError(f"{train_json} and {val_json} declare different categories; they must be the same")
         self._num_classes = self.train_index.num_classes
-        self.train_set = coco.CocoDetection(self.train_index, train=True, seed=self.config.seed)
+        keep_crowd = self.spec.scale == "reference" and self.REFERENCE_KEEP_CROWD
+        self.train_set = coco.CocoDetection(self.train_index, train=True, seed=self.config.seed, keep_crowd=keep_crowd)
         self.val_set = coco.CocoDetection(self.val_index, train=False)
         self._train_len, self._eval_len = len(self.train_set), len(self.val_set)
 

@@ -80,7 +80,7 @@ class MaskRCNNWorkload(DetectionWorkload):
     REFERENCE_IMAGE = (800, 1216)
 
     MINI_RECIPE = {
-        "global_batch_size": 16,
+        "global_batch_size": 8,
         "opt_name": "adamw",
         "opt_base_learning_rate": 0.002,
         "opt_weight_decay": 0.0001,

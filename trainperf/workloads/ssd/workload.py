@@ -71,6 +71,9 @@ class SSDWorkload(DetectionWorkload):
     SPECS = {"mini": MINI, "reference": REFERENCE}
     REFERENCE_SIZES = (1_170_301, 24_781)  # the MLPerf OpenImages subset's train and validation images
     REFERENCE_IMAGE = (800, 800)
+    # The reference trains on OpenImages' group boxes too: MLCommons' get_openimages builds its dataset
+    # with ConvertCocoPolysToMask(filter_iscrowd=False), and the conversion marks IsGroupOf as iscrowd=1.
+    REFERENCE_KEEP_CROWD = True
 
     # Mini recipe, chosen by measured time-to-train (README.md): AdamW, one-cycle schedule planned over
     # ``opt_learning_rate_schedule_epochs`` and held at its end value afterwards.
