@@ -159,7 +159,8 @@ def cmd_data(args: argparse.Namespace) -> int:
             state = "verified"
         if problems:
             failed = True
-            console.print(f"[red]✗ {key}[/red]: " + "; ".join(problems) + f" — run `trainperf data prepare {key}`")
+            fix = ds.fix or f"run `trainperf data prepare {key}`"
+            console.print(f"[red]✗ {key}[/red]: " + "; ".join(problems) + f" — {fix}")
         else:
             console.print(f"[green]✓ {key}[/green]: {state} in {args.data_dir}")
     return 1 if failed else 0

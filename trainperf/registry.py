@@ -16,6 +16,7 @@ _WORKLOADS: dict[str, str] = {
     "resnet": "trainperf.workloads.resnet.workload:ResNetWorkload",
     "ssd": "trainperf.workloads.ssd.workload:SSDWorkload",
     "maskrcnn": "trainperf.workloads.maskrcnn.workload:MaskRCNNWorkload",
+    "minigo": "trainperf.workloads.minigo.workload:MiniGoWorkload",
 }
 
 

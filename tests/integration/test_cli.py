@@ -34,7 +34,7 @@ def test_unknown_benchmark_is_a_clear_error(tmp_path):
 
 
 def test_unbuilt_benchmark_says_not_available_yet(tmp_path):
-    r = trainperf("run", "minigo", "--out", tmp_path / "o")
+    r = trainperf("run", "unet3d", "--out", tmp_path / "o")
     assert r.returncode == 2 and "not available yet" in r.stderr
 
 

@@ -14,6 +14,7 @@ class MiniDataset:
     description: str
     prepare: Callable[[Path], list[Path]]
     verify: Callable[[Path], list[str]]
+    fix: str = ""  # what to do when verify finds a problem; "" -> run `trainperf data prepare <key>`
 
 
 def mini_datasets() -> dict[str, MiniDataset]:
@@ -34,7 +35,26 @@ def mini_datasets() -> dict[str, MiniDataset]:
         ),
         "ssd": detection,  # one dataset shared by ssd and maskrcnn
         "maskrcnn": detection,
+        "minigo": MiniDataset(
+            "no dataset (self-play); checks the GNU Go opponent (Debian gnugo)",
+            lambda data_dir: [],
+            _verify_minigo_opponent,
+            fix="set up again (`make setup` installs GNU Go)",
+        ),
     }
+
+
+def _verify_minigo_opponent(data_dir: Path) -> list[str]:
+    """minigo has no data to build; what its mini scale needs is a working GNU Go to play against."""
+    from trainperf.errors import TrainperfError
+    from trainperf.workloads.minigo import arena
+    from trainperf.workloads.minigo.workload import KOMI, MINI_SIZE
+
+    try:
+        arena.check_opponent(arena.Opponent(), MINI_SIZE, KOMI)
+    except TrainperfError as e:
+        return [str(e)]
+    return []
 
 
 def dataset_for(key: str) -> MiniDataset:
