@@ -23,7 +23,7 @@ pytestmark = [
 def test_mini_minigo_reaches_target_against_gnugo_and_passes_the_checker(tmp_path):
     out = tmp_path / "out"
     r = subprocess.run(
-        [sys.executable, "-m", "trainperf", "run", "minigo", "--seed", "1", "--out", out],
+        [sys.executable, "-m", "trainperf", "run", "minigo", "--seed", "3", "--out", out],
         capture_output=True,
         text=True,
         timeout=420,

@@ -74,6 +74,34 @@ def test_self_play_produces_consistent_examples():
     assert set(np.unique(games.outcome)) <= {-1.0, 1.0}
 
 
+def test_training_batches_differ_within_a_generation_and_repeat_for_a_seed(tmp_path):
+    import dataclasses
+
+    w = MiniGoWorkload(MINI, RunConfig(seed=1, dry_run=True), data_dir=tmp_path, dist=DistContext())
+    w.prepare()  # a dry run starts neither GNU Go nor the workers
+    w.config = dataclasses.replace(w.config, dry_run=False)
+    w.window = [
+        mcts.self_play(
+            mcts.network_evaluator(mini_gonet(5).eval()),
+            games=4,
+            size=5,
+            komi=7.5,
+            cfg=mcts.SearchConfig(playouts=2),
+            seed=s,
+            temperature_moves=4,
+        )
+        for s in (1, 2)
+    ]
+    batches = list(w.train_loader(3))
+    assert len(batches) == w.recipe["train_steps_per_generation"]
+    assert all(x.shape == (w.global_batch_size, 3, 5, 5) for x, _, _ in batches)
+    distinct = {b[0].numpy().tobytes() + b[1].numpy().tobytes() for b in batches}
+    assert len(distinct) == len(batches)  # every step of a generation trains on new positions
+    again = list(w.train_loader(3))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(batches, again, strict=True))
+    assert not torch.equal(next(iter(w.train_loader(4)))[0], batches[0][0])  # the next generation draws anew
+
+
 def test_symmetry_moves_planes_and_policy_together():
     x = np.zeros((1, 3, 5, 5), np.float32)
     x[0, 0, 0, 1] = 1
