@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,7 +176,7 @@ class MiniGoWorkload(Workload):
 
     @property
     def workers(self) -> int:
-        return max(1, min(len(__import__("os").sched_getaffinity(0)), 8))
+        return max(1, min(len(os.sched_getaffinity(0)), 8))
 
     # --- sizes: one step = one epoch = one generation ----------------------------------------------
     @property
