@@ -26,20 +26,33 @@ import torch
 
 from trainperf import registry
 from trainperf.cli import default_data_dir
-from trainperf.harness.dist import DistContext
+from trainperf.dist import DistContext
 from trainperf.harness.mllog import RunLog
-from trainperf.harness.results import read_mllog
 from trainperf.harness.runner import Submission, execute_run, seed_everything
+from trainperf.results import read_mllog
 from trainperf.rules.closed import parse_overrides
 from trainperf.spec import RunConfig
 
 
-def untrained(key: str, seed: int, data_dir: Path):
+def untrained(key: str, seed: int, data_dir: Path) -> dict[str, float]:
+    """The evaluation of the model as the harness initializes it for ``seed``, before any step."""
     spec = registry.get_spec(key, "mini")
-    w = registry.workload_class(key)(spec, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
+    w = registry.workload_class(key)(
+        spec, registry.default_recipe(key, "mini"), RunConfig(seed=seed), data_dir=data_dir, dist=DistContext()
+    )
     w.prepare()
     seed_everything(seed)
-    return w.evaluate(w.build_model())
+    model = w.build_model()
+    w.load_data()
+    try:
+        return dict(w.evaluate(model))
+    finally:
+        w.close()
+
+
+def fields(spec, value) -> dict[str, float]:
+    """A logged eval_accuracy as the spec's fields (ssd logs a number, maskrcnn {"BBOX": .., "SEGM": ..})."""
+    return value if isinstance(value, dict) else {spec.metric: value}
 
 
 def main() -> int:
@@ -73,9 +86,10 @@ def main() -> int:
         target=2.0,
         field_targets=tuple((f, 2.0) for f, _ in spec.field_targets),
         max_minutes=a.minutes,
-        eval_every_epochs=a.eval_every or spec.eval_every_epochs,
+        eval_interval=a.eval_every or spec.eval_interval,
     )
     overrides = parse_overrides(a.overrides)
+    recipe = registry.default_recipe(a.benchmark, "mini").with_overrides(overrides)
     curves = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.runs):
@@ -85,6 +99,7 @@ def main() -> int:
             outcome = execute_run(
                 registry.workload_class(a.benchmark),
                 unreachable,
+                recipe,
                 RunConfig(seed=seed, overrides=overrides),
                 log=log,
                 submission=Submission(org="trainperf", platform="calibration", status="research"),
@@ -94,7 +109,7 @@ def main() -> int:
             log.close()
             start = next(r for r in read_mllog(log_path) if r["key"] == "run_start")["time_ms"]
             curves[seed] = [
-                ((r["time_ms"] - start) / 1000.0, r["metadata"]["epoch_num"], r["value"])
+                ((r["time_ms"] - start) / 1000.0, r["metadata"]["epoch_num"], fields(spec, r["value"]))
                 for r in read_mllog(log_path)
                 if r["key"] == "eval_accuracy"
             ]
@@ -103,7 +118,7 @@ def main() -> int:
                 flush=True,
             )
             for t, e, v in curves[seed]:
-                shown = ", ".join(f"{k} {x:.3f}" for k, x in v.items()) if isinstance(v, dict) else f"{v:.3f}"
+                shown = ", ".join(f"{k} {x:.3f}" for k, x in v.items())
                 print(f"    {t:6.1f}s  epoch {e:<6g} {shown}", flush=True)
     for text in a.targets or [":".join(f"{t:g}" for _, t in spec.field_targets) or f"{spec.target:g}"]:
         values = [float(x) for x in text.split(":")]
@@ -122,7 +137,7 @@ def main() -> int:
         )
     if not a.no_untrained:
         values = [untrained(a.benchmark, a.seed + i, a.data_dir) for i in range(a.runs)]
-        print("untrained: " + ", ".join(str(v) for v in values))
+        print("untrained: " + "; ".join(", ".join(f"{k} {x:.3g}" for k, x in v.items()) for v in values))
     return 0
 
 

@@ -2,11 +2,12 @@
 
     python benchmarks/detection_throughput.py [--steps 10] [--repeats 3] [--reference-batch 2] [--scales mini]
 
-Each measurement times ``steps`` optimizer steps of the workload's own ``train_step`` after warm-up and
-reports the median of ``repeats`` alternating repetitions (the machine is shared and noisy). The mini
-models train on real batches of the prepared mini scenes (`trainperf data prepare ssd`; synthetic batches
-of the same size when they are missing, said in the output); the reference models run at full size
-(RetinaNet ResNeXt50-FPN at 800x800, Mask R-CNN R50-FPN at 800x1216) on synthetic batches.
+Each measurement times ``steps`` optimizer steps of the harness's own step (``Stepper``: zero_grad, the
+workload's loss, backward, optimizer and scheduler) after warm-up and reports the median of ``repeats``
+alternating repetitions (the machine is shared and noisy). The mini models train on real batches of the
+prepared mini scenes (`trainperf data prepare ssd`; synthetic batches of the same size when they are
+missing, said in the output); the reference models run at full size (RetinaNet ResNeXt50-FPN at 800x800,
+Mask R-CNN R50-FPN at 800x1216) on synthetic batches.
 
 A peer row times the mini Mask R-CNN with torchvision's own ``MultiScaleRoIAlign`` (same weights, same
 batches) in place of trainperf's grid_sample ROI Align, and the ratio of the two is printed.
@@ -15,6 +16,7 @@ batches) in place of trainperf's grid_sample ROI Align, and the ratio of the two
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import statistics
 import time
@@ -22,57 +24,62 @@ import time
 import torch
 from torchvision.ops import MultiScaleRoIAlign
 
+from trainperf import registry
 from trainperf.cli import default_data_dir
+from trainperf.dist import init_from_env
 from trainperf.errors import DataError
-from trainperf.harness.dist import init_from_env
+from trainperf.harness.runner import RunObserver, seed_everything
+from trainperf.harness.schedule import Schedule
+from trainperf.harness.steps import Stepper
 from trainperf.spec import RunConfig
-from trainperf.workloads.maskrcnn.workload import MaskRCNNWorkload
-from trainperf.workloads.ssd.workload import SSDWorkload
 
 
-def build(cls, scale: str, batch: int | None, torchvision_roi_align: bool = False):
+def build(key: str, scale: str, batch: int | None, torchvision_roi_align: bool = False):
     ctx = init_from_env()
-    spec = cls.SPECS[scale]
+    spec, cls = registry.get_spec(key, scale), registry.workload_class(key)
+    recipe = registry.default_recipe(key, scale)
+    if batch:
+        recipe = dataclasses.replace(recipe, global_batch_size=batch * ctx.world_size)
     source = "synthetic"
     w = None
     if scale == "mini":
         try:
-            w = cls(spec, RunConfig(seed=0), data_dir=default_data_dir(), dist=ctx)
+            w = cls(spec, recipe, RunConfig(seed=0), data_dir=default_data_dir(), dist=ctx)
             w.prepare()
+            w.load_data()
             source = "mini scenes"
         except DataError:
             w = None
-    if w is None:
-        w = cls(spec, RunConfig(seed=0, dry_run=True), data_dir=default_data_dir(), dist=ctx)
-        w.prepare()
-    if batch:
-        w.recipe["global_batch_size"] = w.local_batch = batch
-    torch.manual_seed(0)
+    if w is None:  # a dry run's workload: sizes known, no data read
+        w = cls(spec, recipe, RunConfig(seed=0, dry_run=True), data_dir=default_data_dir(), dist=ctx)
+    seed_everything(0)
     model = w.build_model()
     if torchvision_roi_align:
         heads = model.roi_heads
         names = heads.box_roi_pool.featmap_names
         heads.box_roi_pool = MultiScaleRoIAlign(names, heads.box_roi_pool.output_size, sampling_ratio=1)
         heads.mask_roi_pool = MultiScaleRoIAlign(names, heads.mask_roi_pool.output_size, sampling_ratio=1)
-    model = model.to(ctx.device)
-    opt, _ = w.build_optimizer(model)
+    model = w.parallelize(model)
+    opt, sched = w.build_optimizer(model)
+    stepper = Stepper(model, w, opt, sched, RunObserver(), Schedule.for_run(spec, w, dry_run_steps=1))
     if source == "synthetic":
         batches = itertools.repeat(w.synthetic_batch())
     else:
-        batches = itertools.cycle(list(itertools.islice(w.train_loader(0), 24)))
-    return w, model, opt, batches, source
+        batches = itertools.cycle(list(itertools.islice(w.train_batches(), 24)))
+        w.close()  # the 24 batches are in memory: the training stream is done
+    return w, stepper, batches, source
 
 
-def images_per_second(w, model, opt, batches, steps: int) -> float:
-    model.train()
+def images_per_second(w, stepper: Stepper, batches, steps: int) -> float:
+    stepper.model.train()
     for _ in range(2):  # warm-up
-        w.train_step(model, next(batches), opt)
+        stepper.step([next(batches)])
     w.dist.synchronize()
     t = time.perf_counter()
     for _ in range(steps):
-        w.train_step(model, next(batches), opt)
+        stepper.step([next(batches)])
     w.dist.synchronize()
-    return steps * w.local_batch / (time.perf_counter() - t)
+    return steps * w.local_batch_size / (time.perf_counter() - t)
 
 
 def main() -> int:
@@ -90,24 +97,24 @@ def main() -> int:
     a = p.parse_args()
     setups = {}
     peer = ours = None
-    for key, cls in (("ssd", SSDWorkload), ("maskrcnn", MaskRCNNWorkload)):
+    for key in ("ssd", "maskrcnn"):
         if "mini" in a.scales:
-            w, model, opt, batches, source = build(cls, "mini", None)
-            ours = f"{key} mini ({cls.SPECS['mini'].model}; batch {w.local_batch}, {source})"
-            setups[ours] = (w, model, opt, batches)
+            w, stepper, batches, source = build(key, "mini", None)
+            ours = f"{key} mini ({w.spec.model}; batch {w.local_batch_size}, {source})"
+            setups[ours] = (w, stepper, batches)
             if key == "maskrcnn":
-                w, model, opt, batches, source = build(cls, "mini", None, torchvision_roi_align=True)
-                peer = f"{key} mini, peer: torchvision's MultiScaleRoIAlign (batch {w.local_batch}, {source})"
-                setups[peer] = (w, model, opt, batches)
+                w, stepper, batches, source = build(key, "mini", None, torchvision_roi_align=True)
+                peer = f"{key} mini, peer: torchvision's MultiScaleRoIAlign (batch {w.local_batch_size}, {source})"
+                setups[peer] = (w, stepper, batches)
         if "reference" in a.scales:
-            w, model, opt, batches, source = build(cls, "reference", a.reference_batch)
-            h, wd = cls.REFERENCE_IMAGE
-            setups[f"{key} reference ({h}x{wd}, batch {a.reference_batch}, {source})"] = (w, model, opt, batches)
+            w, stepper, batches, source = build(key, "reference", a.reference_batch)
+            h, wd = w.REFERENCE_IMAGE
+            setups[f"{key} reference ({h}x{wd}, batch {a.reference_batch}, {source})"] = (w, stepper, batches)
     results: dict[str, list[float]] = {name: [] for name in setups}
     for _ in range(a.repeats):
-        for name, (w, model, opt, batches) in setups.items():
+        for name, (w, stepper, batches) in setups.items():
             steps = a.steps if " mini " in name else max(1, a.steps // 5)
-            results[name].append(images_per_second(w, model, opt, batches, steps))
+            results[name].append(images_per_second(w, stepper, batches, steps))
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {torch.get_num_threads()} threads"
     print(f"training throughput on {device} (median of {a.repeats}):")
     for name, values in results.items():

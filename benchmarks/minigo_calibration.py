@@ -26,17 +26,22 @@ import torch
 
 from trainperf import registry
 from trainperf.cli import default_data_dir
-from trainperf.harness.dist import DistContext
+from trainperf.dist import DistContext
 from trainperf.harness.runner import seed_everything
 from trainperf.spec import RunConfig
 
 
 def untrained_quality(seed: int, data_dir: Path) -> float:
+    """The win rate of the network a run of ``seed`` starts from (the harness seeds the same way)."""
     spec = registry.get_spec("minigo", "mini")
-    w = registry.workload_class("minigo")(spec, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
-    w.prepare()
-    seed_everything(seed)
-    return w.evaluate(w.build_model())
+    recipe = registry.default_recipe("minigo", "mini")
+    w = registry.workload_class("minigo")(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
+    try:
+        w.prepare()  # checks GNU Go (and starts the self-play workers, which evaluation does not use)
+        seed_everything(seed)
+        return w.evaluate(w.build_model())["win_rate"]
+    finally:
+        w.close()
 
 
 def run_with_tree_rss(cmd: list[str]) -> tuple[int, float]:
@@ -93,8 +98,9 @@ def main() -> int:
     for r in summary["runs"]:
         curve = r.get("curve") or []
         last = curve[-1] if curve else (0, 0, float("nan"))
+        generations = r.get("progress", last[1])  # a resumed run's record has only its logged curve
         print(
-            f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  epochs {last[1]:.1f}  "
+            f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  generations {generations:.0f}  "
             f"win rate {last[2]:.4f}  overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
             f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
         )

@@ -20,10 +20,11 @@ import time
 
 import torch
 
+from trainperf import registry
 from trainperf.workloads.minigo import mcts
 from trainperf.workloads.minigo.go import Position
 from trainperf.workloads.minigo.model import mini_gonet
-from trainperf.workloads.minigo.workload import MiniGoWorkload, _init_worker, _self_play_worker
+from trainperf.workloads.minigo.workload import MAX_WORKERS, _init_worker, _self_play_worker
 
 
 def main() -> int:
@@ -31,15 +32,15 @@ def main() -> int:
     p.add_argument("--games", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
-    r = MiniGoWorkload.MINI_RECIPE
-    size, cfg = r["board_size"], mcts.SearchConfig(playouts=r["num_readouts"], dirichlet_alpha=r["dirichlet_alpha"])
+    r = registry.default_recipe("minigo", "mini")
+    size, cfg = r.board_size, mcts.SearchConfig(playouts=r.num_readouts, dirichlet_alpha=r.dirichlet_alpha)
     torch.manual_seed(0)
     state = mini_gonet(size).state_dict()
-    workers = len(os.sched_getaffinity(0))
+    workers = max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))  # as many as a run starts
     pool = multiprocessing.get_context("fork").Pool(workers, initializer=_init_worker)
 
     def job(games: int, seed: int) -> tuple:
-        return (state, size, r["komi"], games, cfg, seed, r["temperature_moves"])
+        return (state, size, r.komi, games, cfg, seed, r.temperature_moves)
 
     unbatched = "1 process, one game at a time (peer)"
     results: dict[str, list[tuple[float, float]]] = {unbatched: [], "1 process": [], f"{workers} processes": []}
@@ -58,8 +59,9 @@ def main() -> int:
         positions = sum(len(x.outcome) for x in parts)
         results[f"{workers} processes"].append((positions / dt, sum(x.games for x in parts) / dt * 60))
     pool.terminate()
+    pool.join()
     print(
-        f"self-play, {size}x{size}, {r['num_readouts']} readouts, {a.games} games in parallel batches "
+        f"self-play, {size}x{size}, {r.num_readouts} readouts, {a.games} games in parallel batches "
         f"(median of {a.repeats}):"
     )
     for name, values in results.items():

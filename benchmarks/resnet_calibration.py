@@ -20,17 +20,19 @@ import torch
 
 from trainperf import registry
 from trainperf.cli import default_data_dir
-from trainperf.harness.dist import DistContext
+from trainperf.dist import DistContext
 from trainperf.harness.runner import seed_everything
 from trainperf.spec import RunConfig
 
 
 def untrained_quality(seed: int, data_dir: Path) -> float:
     spec = registry.get_spec("resnet", "mini")
-    w = registry.workload_class("resnet")(spec, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
+    recipe = registry.default_recipe("resnet", "mini")
+    w = registry.workload_class("resnet")(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
     w.prepare()
+    w.load_data()
     seed_everything(seed)
-    return w.evaluate(w.build_model())
+    return spec.headline(w.evaluate(w.build_model()))
 
 
 def main() -> int:
@@ -65,7 +67,8 @@ def main() -> int:
         last = curve[-1] if curve else (0, 0, float("nan"))
         print(
             f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  epochs {last[1]:.1f}  "
-            f"top1 {last[2]:.4f}  overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
+            f"top1 {last[2]:.4f}  data load {r.get('load_seconds', float('nan')):.2f} s  "
+            f"overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
             f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
         )
     ok = [r["minutes"] * 60 for r in summary["runs"] if r["status"] == "success"]

@@ -1,4 +1,4 @@
-"""Training throughput (samples/s) of the mini and reference resnet models, through the workload's own step.
+"""Training throughput (samples/s) of the mini and reference resnet models, through the harness's step.
 
     python benchmarks/resnet_throughput.py [--steps 20] [--repeats 3] [--reference-batch 8]
 
@@ -10,37 +10,42 @@ and noisy. The reference model runs at full size (ResNet-50, 224x224) with a sma
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from pathlib import Path
 
 import torch
 
-from trainperf.harness.dist import init_from_env
+from trainperf import registry
+from trainperf.dist import init_from_env
+from trainperf.harness.runner import RunObserver
+from trainperf.harness.schedule import Schedule
+from trainperf.harness.steps import Stepper
 from trainperf.spec import RunConfig
-from trainperf.workloads.resnet.workload import MINI, REFERENCE, ResNetWorkload
 
 
-def build(spec, batch: int | None):
+def build(scale: str, batch: int | None):
     ctx = init_from_env()
-    w = ResNetWorkload(spec, RunConfig(seed=0, dry_run=True), data_dir=Path("."), dist=ctx)
-    w.prepare()
+    spec, recipe = registry.get_spec("resnet", scale), registry.default_recipe("resnet", scale)
     if batch:
-        w.recipe["global_batch_size"] = w.local_batch = batch
-    model = w.build_model().to(ctx.device)
-    opt, _ = w.build_optimizer(model)
-    return w, model, opt, w.synthetic_batch()
+        recipe = dataclasses.replace(recipe, global_batch_size=batch * ctx.world_size)
+    w = registry.workload_class("resnet")(spec, recipe, RunConfig(seed=0, dry_run=True), data_dir=Path("."), dist=ctx)
+    model = w.parallelize(w.build_model())
+    opt, sched = w.build_optimizer(model)
+    stepper = Stepper(model, w, opt, sched, RunObserver(), Schedule.for_run(spec, w, dry_run_steps=1))
+    return w, stepper, w.synthetic_batch()
 
 
-def samples_per_second(w, model, opt, batch, steps: int) -> float:
+def samples_per_second(w, stepper, batch, steps: int) -> float:
     for _ in range(2):  # warm-up
-        w.train_step(model, batch, opt)
+        stepper.step([batch])
     w.dist.synchronize()
     t = time.perf_counter()
     for _ in range(steps):
-        w.train_step(model, batch, opt)
+        stepper.step([batch])
     w.dist.synchronize()
-    return steps * w.local_batch / (time.perf_counter() - t)
+    return steps * w.local_batch_size / (time.perf_counter() - t)
 
 
 def main() -> int:
@@ -50,14 +55,14 @@ def main() -> int:
     p.add_argument("--reference-batch", type=int, default=8, help="per-step batch of the reference model")
     a = p.parse_args()
     setups = {
-        "mini (MiniResNet, 28x28, batch 128)": build(MINI, None),
-        f"reference (ResNet-50, 224x224, batch {a.reference_batch})": build(REFERENCE, a.reference_batch),
+        "mini (MiniResNet, 28x28, batch 128)": build("mini", None),
+        f"reference (ResNet-50, 224x224, batch {a.reference_batch})": build("reference", a.reference_batch),
     }
     results: dict[str, list[float]] = {name: [] for name in setups}
     for _ in range(a.repeats):
-        for name, (w, model, opt, batch) in setups.items():
+        for name, (w, stepper, batch) in setups.items():
             steps = a.steps if "mini" in name else max(2, a.steps // 4)
-            results[name].append(samples_per_second(w, model, opt, batch, steps))
+            results[name].append(samples_per_second(w, stepper, batch, steps))
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {torch.get_num_threads()} threads"
     print(f"training throughput on {device} (median of {a.repeats}):")
     for name, values in results.items():

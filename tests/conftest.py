@@ -19,7 +19,7 @@ def data_dir() -> Path:
     if not resnet_data.DEBIAN_DIR.exists() and resnet_data.verify_mini(root):
         pytest.fail("Debian's dataset-fashion-mnist is not installed: run `make setup` (scripts/setup.sh)")
     resnet_data.prepare_mini(root)
-    from trainperf.workloads.detection import coco
+    from trainperf.workloads.common.detection import coco
 
     coco.prepare_mini(root)  # the ssd and maskrcnn scenes, composed from the Fashion-MNIST objects above
     return root

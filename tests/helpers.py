@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from trainperf.harness.results import read_mllog
-from trainperf.spec import BenchmarkSpec, Workload
+from trainperf.results import read_mllog
+from trainperf.spec import Benchmark, BenchmarkSpec, Recipe, Workload
 
 FAKE_SPEC = BenchmarkSpec(
     key="resnet",
@@ -18,19 +19,35 @@ FAKE_SPEC = BenchmarkSpec(
     metric="top1",
     target=0.8,
     runs_required=5,
-    eval_every_epochs=1.0,
-    max_epochs=4.0,
+    eval_interval=1.0,
+    max_progress=4.0,
     max_minutes=5.0,
     hparam_keys=("opt_name",),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FakeRecipe(Recipe):
+    global_batch_size: int = 8
+    opt_name: str = "sgd"
+    learning_rate: float = 0.1
+
+
+FAKE_BENCHMARK = Benchmark(
+    key="resnet",
+    title="a fake for the harness's tests",
+    specs={"mini": FAKE_SPEC},
+    recipes={"mini": FakeRecipe()},
+    workload="helpers:FakeWorkload",
 )
 
 
 class FakeWorkload(Workload):
     """Quality after the k-th evaluation is ``qualities[k]``; ``interrupt_at_step`` raises Ctrl-C there."""
 
-    SPECS = {"mini": FAKE_SPEC}
     qualities: list[float] = [0.5, 0.9]
     interrupt_at_step: int | None = None
+    closed = 0  # how many times close() was called, over all instances
 
     def prepare(self) -> None:
         self._evals = 0
@@ -40,37 +57,34 @@ class FakeWorkload(Workload):
         return torch.nn.Linear(4, 2)
 
     def build_optimizer(self, model):
-        return torch.optim.SGD(model.parameters(), lr=0.1), None
+        return torch.optim.SGD(model.parameters(), lr=self.recipe.learning_rate), None
 
-    def train_loader(self, epoch: int) -> Iterator[Any]:
-        g = torch.Generator().manual_seed(epoch)
-        for _ in range(self.steps_per_epoch):
-            yield torch.randn(8, 4, generator=g), torch.randint(0, 2, (8,), generator=g)
+    def train_batches(self) -> Iterator[Any]:
+        g = torch.Generator().manual_seed(self.config.seed)
+        while True:
+            yield (
+                torch.randn(self.local_batch_size, 4, generator=g),
+                torch.randint(0, 2, (self.local_batch_size,), generator=g),
+            )
 
-    def train_step(self, model, batch, optimizer):
+    def loss(self, model, batch):
         self._steps += 1
         if self.interrupt_at_step is not None and self._steps >= self.interrupt_at_step:
             raise KeyboardInterrupt
         x, y = batch
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
+        return torch.nn.functional.cross_entropy(model(x), y)
 
-    def evaluate(self, model) -> float:
+    def evaluate(self, model) -> dict[str, float]:
         q = self.qualities[min(self._evals, len(self.qualities) - 1)]
         self._evals += 1
-        return q
-
-    def hparams(self) -> dict[str, Any]:
-        return {"opt_name": "sgd"}
+        return {"top1": q}
 
     def synthetic_batch(self):
-        return torch.randn(8, 4), torch.randint(0, 2, (8,))
+        return torch.randn(self.local_batch_size, 4), torch.randint(0, 2, (self.local_batch_size,))
 
-    global_batch_size = 8
-    steps_per_epoch = 5
+    def close(self) -> None:
+        FakeWorkload.closed += 1
+
     train_samples = 40
     eval_samples = 10
 

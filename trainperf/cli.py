@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from trainperf.errors import TrainperfError, UsageError
-from trainperf.spec import BENCHMARKS, SCALES
+from trainperf.registry import BENCHMARKS
+from trainperf.spec import SCALES
 
 DEFAULT_OUT = Path("trainperf-results")
 
@@ -23,7 +24,7 @@ def _benchmarks(names: list[str], scale: str) -> tuple[str, ...]:
     from trainperf import registry
 
     if not names or names == ["all"]:
-        keys = [k for k in registry.available() if scale in registry.workload_class(k).SPECS]
+        keys = registry.available(scale)
         if not keys:
             raise UsageError(f"no benchmark has a {scale} scale yet")
         return tuple(keys)
@@ -33,22 +34,36 @@ def _benchmarks(names: list[str], scale: str) -> tuple[str, ...]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     from trainperf import registry
 
-    table = Table(title="trainperf benchmarks")
-    for col in ("benchmark", "scale", "model", "dataset", "target", "runs"):
-        table.add_column(col)
-    for key in BENCHMARKS:
-        if key not in registry.available():
-            table.add_row(key, "–", "not available yet", "", "", "")
-            continue
-        for scale, spec in registry.workload_class(key).SPECS.items():
-            table.add_row(key, scale, spec.model, spec.dataset, spec.target_text, str(spec.runs_required))
-    Console().print(table)
+    table = Table(title="trainperf benchmarks (models and data: trainperf list --details)", box=box.SIMPLE)
+    for col in ("benchmark", "scale", "status", "target", "runs", "unit", "evaluated", "budget"):
+        table.add_column(col, no_wrap=col in ("benchmark", "scale", "unit"))
+    details = []
+    for bench in registry.all_benchmarks():
+        for scale, spec in bench.specs.items():
+            status = "ready" if bench.available_at(scale) else "not available yet"
+            runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
+            budget = f"{spec.max_progress:g}, {spec.max_minutes:g} min"
+            table.add_row(bench.key, scale, status, spec.target_text, runs, spec.unit, _schedule_text(spec), budget)
+            details.append(f"{bench.key} ({scale}, {bench.title}): {spec.model}; data: {spec.dataset}")
+    console = Console()
+    console.print(table)
+    if args.details:
+        for line in details:
+            console.print(line, highlight=False)
     return 0
+
+
+def _schedule_text(spec) -> str:
+    """When a spec evaluates, in its own unit (a recipe-dependent interval says so)."""
+    every = "by recipe" if callable(spec.eval_interval) else f"{spec.eval_interval:g}"
+    first = "" if spec.first_eval is None else f" from {spec.first_eval:g}"
+    return f"every {every}{first}"
 
 
 def _relaunch_with_torchrun(nproc: int) -> int:
@@ -90,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
     keys = _benchmarks(args.benchmarks, args.scale)
-    from trainperf.harness import dist as dist_mod
+    from trainperf import dist as dist_mod
     from trainperf.rules.closed import parse_overrides
 
     parse_overrides(args.set)  # a malformed --set fails before torchrun starts
@@ -167,7 +182,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_system(args: argparse.Namespace) -> int:
-    from trainperf.submission.system import check_system_file, describe_system, write_system
+    from trainperf.system import check_system_file, describe_system, write_system
 
     desc = describe_system(
         org=args.org, division=args.division or "open", availability=args.availability, system_name=args.system_name
@@ -267,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs",
         type=int,
         default=1,
-        help="runs per benchmark (default 1: a quick preview; a valid score needs the rules' count, e.g. 5 for resnet)",
+        help="runs per benchmark (default 1: a quick preview; a valid score needs the count of the rules, shown by `trainperf list`)",
     )
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
     r.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i (default 1)")
@@ -335,7 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_submission_parser(sub)
     add_history_parser(sub)
 
-    ls = sub.add_parser("list", help="list the benchmarks, their scales and targets")
+    ls = sub.add_parser(
+        "list",
+        help="list the benchmarks, their scales, targets, run counts and evaluation schedules",
+        description="Every MLPerf benchmark key at each scale: whether trainperf runs it yet, the quality "
+        "target, the runs olympic scoring needs, and when it evaluates (in its progress unit) within its budget.",
+    )
+    ls.add_argument("--details", action="store_true", help="also print each benchmark's model and dataset")
     ls.set_defaults(func=cmd_list)
     return p
 

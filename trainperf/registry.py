@@ -1,47 +1,78 @@
-"""Benchmark key -> workload class, imported lazily so that importing trainperf stays cheap."""
+"""The benchmarks: MLPerf's keys, each registered as data in ``trainperf/workloads/<key>/__init__.py``.
+
+Reading a benchmark's facts imports only its folder's ``__init__`` (no torch); its workload class is
+imported when a run needs it. This list of keys is the one place outside a benchmark's folder that
+names benchmarks.
+"""
 
 from __future__ import annotations
 
 import importlib
+from functools import cache
 from typing import TYPE_CHECKING
 
 from trainperf.errors import NotAvailableError, UsageError
-from trainperf.spec import BENCHMARKS, SCALES
+from trainperf.spec import SCALES, Benchmark
 
 if TYPE_CHECKING:
-    from trainperf.spec import BenchmarkSpec, Workload
+    from trainperf.spec import BenchmarkSpec, Recipe, Workload
 
-# Explicit keys only: a benchmark is listed here when its workload really trains to its target.
-_WORKLOADS: dict[str, str] = {
-    "resnet": "trainperf.workloads.resnet.workload:ResNetWorkload",
-    "ssd": "trainperf.workloads.ssd.workload:SSDWorkload",
-    "maskrcnn": "trainperf.workloads.maskrcnn.workload:MaskRCNNWorkload",
-    "minigo": "trainperf.workloads.minigo.workload:MiniGoWorkload",
-}
+# MLPerf Training v2.0's benchmark keys, in MLPerf's order.
+BENCHMARKS: tuple[str, ...] = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo")
 
 
-def available() -> list[str]:
-    """Benchmarks that trainperf implements, in MLPerf's order."""
-    return [key for key in BENCHMARKS if key in _WORKLOADS]
-
-
-def workload_class(key: str) -> type[Workload]:
+@cache
+def benchmark(key: str) -> Benchmark:
+    """The registered facts of benchmark ``key`` (imports ``trainperf.workloads.<key>``, never torch)."""
     if key not in BENCHMARKS:
         raise UsageError(
             f"unknown benchmark {key!r}: the benchmarks are {', '.join(BENCHMARKS)} (see `trainperf list`)"
         )
-    if key not in _WORKLOADS:
+    bench = importlib.import_module(f"trainperf.workloads.{key}").BENCHMARK
+    if not isinstance(bench, Benchmark) or bench.key != key:
+        raise RuntimeError(f"trainperf.workloads.{key} must define BENCHMARK = Benchmark(key={key!r}, ...)")
+    return bench
+
+
+def all_benchmarks() -> list[Benchmark]:
+    return [benchmark(key) for key in BENCHMARKS]
+
+
+def available(scale: str | None = None) -> list[str]:
+    """Benchmarks whose workload runs (at ``scale``, or at any scale), in MLPerf's order."""
+    return [b.key for b in all_benchmarks() if b.workload is not None and (scale is None or b.available_at(scale))]
+
+
+def workload_class(key: str) -> type[Workload]:
+    bench = benchmark(key)
+    if bench.workload is None:
         raise NotAvailableError(
             f"benchmark {key!r} is not available yet in trainperf; available now: {', '.join(available())}"
         )
-    module_name, _, attr = _WORKLOADS[key].partition(":")
+    module_name, _, attr = bench.workload.partition(":")
     return getattr(importlib.import_module(module_name), attr)
 
 
 def get_spec(key: str, scale: str) -> BenchmarkSpec:
+    """The spec of an available benchmark at ``scale`` (a clear error otherwise)."""
     if scale not in SCALES:
         raise UsageError(f"unknown scale {scale!r}: choose one of {', '.join(SCALES)}")
-    cls = workload_class(key)
-    if scale not in cls.SPECS:
+    bench = benchmark(key)
+    if bench.workload is None:
+        raise NotAvailableError(
+            f"benchmark {key!r} is not available yet in trainperf; available now: {', '.join(available())}"
+        )
+    if not bench.available_at(scale):
         raise NotAvailableError(f"benchmark {key!r} has no {scale!r} scale yet")
-    return cls.SPECS[scale]
+    return bench.specs[scale]
+
+
+def default_recipe(key: str, scale: str) -> Recipe:
+    get_spec(key, scale)
+    return benchmark(key).recipes[scale]
+
+
+def mlperf_runs(key: str) -> tuple[int, int]:
+    """(runs required, dropped at each end) of MLPerf's rules: the reference spec's."""
+    spec = benchmark(key).specs["reference"]
+    return spec.runs_required, spec.runs_dropped

@@ -1,7 +1,7 @@
 """Olympic scoring of a benchmark's results, as MLPerf Training v2.0 scores them.
 
 A result is a run's minutes from ``run_start`` to ``run_stop``. The score drops the ``dropped``
-fastest and the ``dropped`` slowest results (1 and 1; 4 and 4 for unet3d) and averages the rest. An
+fastest and the ``dropped`` slowest results (1 and 1, or as many as the spec says) and averages the rest. An
 aborted run counts as one of the dropped slowest; more aborted runs than dropped slots leave no score.
 """
 

@@ -1,32 +1,112 @@
 """The one contract between trainperf's harness and its workloads.
 
-A :class:`BenchmarkSpec` holds the frozen facts of one benchmark at one scale (what MLPerf's rules fix:
-metric, target, runs, budget). A :class:`Workload` builds the data, model, optimizer and metric for a
-spec. The harness owns the clock, the MLLOG lines and the stopping rule: a workload never reads the
-clock and never writes a log line itself.
+A :class:`Benchmark` is pure data, registered in ``trainperf/workloads/<key>/__init__.py``: its
+:class:`BenchmarkSpec` at each scale (what MLPerf's rules fix: metric, target, runs, progress unit,
+evaluation schedule, budget), its default :class:`Recipe` at each scale, its closed-division rules, how
+its mini data is prepared, and where its :class:`Workload` lives (imported lazily, so that reading the
+facts never imports torch).
+
+A :class:`Workload` builds the data, model and optimizer for a spec and gives the loss of one batch and
+the quality of a model. The harness owns the clock, the MLLOG lines, the stopping rule, the step
+(zero_grad, backward, gradient accumulation, clipping, optimizer and scheduler) and the global torch
+state: a workload never reads the clock and never writes a log line.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
+import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-if TYPE_CHECKING:  # torch is imported lazily so that `trainperf --help` stays fast
+if TYPE_CHECKING:  # torch is imported lazily so that `trainperf list` and `--help` never import it
     import torch
 
-    from trainperf.harness.dist import DistContext
+    from trainperf.dist import DistContext
 
-BENCHMARKS: tuple[str, ...] = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo")
 SCALES: tuple[str, ...] = ("mini", "reference")
-
-# MLPerf Training v2.0 rules, section "Benchmark results": five runs for most benchmarks, ten for the
-# noisier ones, forty for unet3d; olympic scoring drops the fastest and slowest (four each for unet3d).
 MLPERF_RULESET = "2.0.0"
 MAX_INIT_MINUTES = 30.0  # v2.0 rules: untimed initialization may take at most 30 minutes (closed)
+
+# Progress units. MLPerf's logs count epochs for most benchmarks, samples where the reference does
+# (its ``epoch_num`` metadata then holds a sample count), and generations for reinforcement learning.
+EPOCHS, SAMPLES, GENERATIONS = "epochs", "samples", "generations"
+UNITS: tuple[str, ...] = (EPOCHS, SAMPLES, GENERATIONS)
+
+
+# --- recipes ------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """Hyperparameters of one benchmark at one scale; each benchmark subclasses it with its own fields.
+
+    The two fields here belong to the harness's step: micro-batches summed into one optimizer step, and
+    the global gradient-norm clip (0: none).
+    """
+
+    gradient_accumulation_steps: int = 1
+    clip_grad_norm: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Recipe:
+        """A copy with ``--set`` values applied; unknown keys and values of the wrong kind are refused."""
+        from trainperf.errors import UsageError
+
+        defaults = self.as_dict()
+        changed = {}
+        for key, value in overrides.items():
+            if key not in defaults:
+                raise UsageError(
+                    f"--set {key}: this recipe has no hyperparameter {key!r}; its keys are {', '.join(sorted(defaults))}"
+                )
+            changed[key] = _coerce(key, value, defaults[key])
+        new = dataclasses.replace(self, **changed)
+        if new.gradient_accumulation_steps < 1:
+            raise UsageError("--set gradient_accumulation_steps: must be a whole number >= 1")
+        return new
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    """``value`` in the kind of ``default`` (an int where a float belongs is fine; text is not)."""
+    from trainperf.errors import UsageError
+
+    def bad() -> UsageError:
+        return UsageError(f"--set {key}={json.dumps(value)}: expected a value like the default {json.dumps(default)}")
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad()
+        return value
+    if isinstance(default, int | float) and not isinstance(default, bool):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad()
+        if not math.isfinite(value):
+            raise bad()
+        if isinstance(default, int) and not isinstance(value, int):
+            if value != int(value):
+                raise bad()
+            value = int(value)
+        return float(value) if isinstance(default, float) else value
+    if isinstance(default, tuple | list):
+        if not isinstance(value, list | tuple):
+            raise bad()
+        return type(default)(value)
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise bad()
+        return value
+    if isinstance(default, str) and not isinstance(value, str):
+        raise bad()
+    return value
+
+
+# --- specs --------------------------------------------------------------------------------------------
+IntervalFn = Callable[[Recipe], float]  # the evaluation interval computed from the recipe (MLPerf BERT's formula)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +114,9 @@ class BenchmarkSpec:
     """Frozen facts of one benchmark at one scale.
 
     ``target`` is the quality the run must reach; ``higher_is_better`` says whether the metric must be
-    at least (accuracy, mAP, AUC) or at most (WER) the target.
+    at least (accuracy, mAP, AUC) or at most (WER) the target. Progress is counted in ``unit``: the first
+    evaluation comes after ``first_eval`` units (default: one interval), then one every
+    ``eval_interval`` units (a number, or a function of the recipe), until ``max_progress`` units.
     """
 
     key: str
@@ -44,49 +126,66 @@ class BenchmarkSpec:
     metric: str
     target: float
     higher_is_better: bool = True
+    # A metric with several fields (such as {"BBOX": .., "SEGM": ..}): every field must reach its own
+    # target. The first field is the headline figure of curves and charts, and ``target`` is its target.
+    field_targets: tuple[tuple[str, float], ...] = ()
     runs_required: int
     runs_dropped: int = 1  # dropped at each end by olympic scoring
-    eval_every_epochs: float
-    max_epochs: float
+    unit: str = EPOCHS
+    eval_interval: float | IntervalFn
+    first_eval: float | None = None
+    max_progress: float
     max_minutes: float
     max_init_minutes: float = MAX_INIT_MINUTES
     hparam_keys: tuple[str, ...] = ()
     target_source: str = ""  # where the target comes from (rule text or measurement)
-    # A metric with several fields (maskrcnn's {"BBOX": .., "SEGM": ..}): every field must reach its own
-    # target. The first field is the headline figure of curves and charts, and ``target`` is its target.
-    field_targets: tuple[tuple[str, float], ...] = ()
+    available: bool = True  # False: the workload does not run at this scale yet (`trainperf list` says so)
 
     def __post_init__(self) -> None:
-        if self.key not in BENCHMARKS:
-            raise ValueError(f"unknown benchmark {self.key!r}")
         if self.scale not in SCALES:
-            raise ValueError(f"unknown scale {self.scale!r}")
+            raise ValueError(f"{self.key}: unknown scale {self.scale!r}")
+        if self.unit not in UNITS:
+            raise ValueError(f"{self.key}: unknown progress unit {self.unit!r}; one of {UNITS}")
         if self.runs_required <= 2 * self.runs_dropped:
-            raise ValueError("olympic scoring needs more runs than it drops")
-        if self.eval_every_epochs <= 0 or self.max_epochs < self.eval_every_epochs:
-            raise ValueError("eval cadence must be positive and within the epoch budget")
+            raise ValueError(f"{self.key}: olympic scoring needs more runs than it drops")
+        if isinstance(self.eval_interval, int | float) and not 0 < self.eval_interval <= self.max_progress:
+            raise ValueError(f"{self.key}: the evaluation interval must be positive and within the budget")
+        if self.first_eval is not None and not 0 < self.first_eval <= self.max_progress:
+            raise ValueError(f"{self.key}: the first evaluation must be positive and within the budget")
         if self.field_targets and self.field_targets[0][1] != self.target:
-            raise ValueError("the target of a multi-field metric is its first field's target")
+            raise ValueError(f"{self.key}: the target of a multi-field metric is its first field's target")
+
+    # --- quality --------------------------------------------------------------------------------------
+    @property
+    def fields(self) -> tuple[tuple[str, float], ...]:
+        """(field, target) pairs that evaluation returns; a one-field metric's field is its name."""
+        return self.field_targets or ((self.metric, self.target),)
 
     def _meets(self, value: float, target: float) -> bool:
         if math.isnan(value):
             return False
         return value >= target if self.higher_is_better else value <= target
 
-    def reached(self, value: float | dict[str, float]) -> bool:
-        """Whether a quality figure (or, for a multi-field metric, every field of it) meets the target."""
-        if self.field_targets:
-            if not isinstance(value, dict):
-                return False
-            return all(self._meets(float(value.get(f, math.nan)), t) for f, t in self.field_targets)
-        return self._meets(float(value), self.target)
+    def _as_mapping(self, value: Mapping[str, float] | float) -> Mapping[str, float]:
+        """An evaluation, or a logged ``eval_accuracy`` value (a number stands for the metric's one field)."""
+        if isinstance(value, Mapping):
+            return value
+        return {self.metric: float(value)} if isinstance(value, int | float) else {}
 
-    def headline(self, value: float | dict[str, float]) -> float:
-        """The one number that curves and charts show: the value, or a multi-field metric's first field."""
-        if isinstance(value, dict):
-            name = self.field_targets[0][0] if self.field_targets else next(iter(value), None)
-            return float(value.get(name, math.nan))
-        return float(value)
+    def reached(self, value: Mapping[str, float] | float) -> bool:
+        """Whether every field of an evaluation (or a logged value) meets its target."""
+        mapping = self._as_mapping(value)
+        return all(self._meets(float(mapping.get(f, math.nan)), t) for f, t in self.fields)
+
+    def headline(self, value: Mapping[str, float] | float) -> float:
+        """The one number that curves and charts show: the first field."""
+        return float(self._as_mapping(value).get(self.fields[0][0], math.nan))
+
+    def logged_value(self, value: Mapping[str, float]) -> float | dict[str, float]:
+        """What ``eval_accuracy`` carries: a number, or an object for a multi-field metric (as MLPerf logs it)."""
+        if self.field_targets:
+            return {f: float(value[f]) for f, _ in self.field_targets}
+        return float(value[self.metric])
 
     @property
     def target_text(self) -> str:
@@ -95,10 +194,75 @@ class BenchmarkSpec:
             return " and ".join(f"{name} {self.metric} {op} {t:g}" for name, t in self.field_targets)
         return f"{self.metric} {op} {self.target:g}"
 
+    # --- the evaluation schedule -----------------------------------------------------------------------
+    def interval(self, recipe: Recipe) -> float:
+        value = self.eval_interval(recipe) if callable(self.eval_interval) else self.eval_interval
+        if not value > 0:
+            raise ValueError(f"{self.key}: the evaluation interval came out as {value!r}; it must be positive")
+        return float(value)
+
+    def eval_points(self, recipe: Recipe) -> list[float]:
+        """Progress (in ``unit``) at which the run evaluates; the last is the budget."""
+        step = self.interval(recipe)
+        first = self.first_eval if self.first_eval is not None else step
+        points, k = [], 0
+        while first + k * step < self.max_progress - 1e-9:
+            points.append(first + k * step)
+            k += 1
+        return [*points, float(self.max_progress)]
+
+
+# --- the benchmark: pure data -------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class MiniData:
+    """How a benchmark's mini data is built and checked; functions named ``"module:function"``.
+
+    ``prepare(data_dir) -> list[Path]`` writes the files (idempotent); ``verify(data_dir) -> list[str]``
+    lists problems. ``needs`` names benchmarks whose mini data must be prepared first (two benchmarks
+    that share a dataset register the same ``MiniData``).
+    """
+
+    description: str
+    prepare: str
+    verify: str
+    fix: str = ""  # what to do when verify finds a problem; "" -> run `trainperf data prepare <key>`
+    needs: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True, kw_only=True)
+class Benchmark:
+    """One benchmark: its facts at every scale, and where its workload lives. No torch here."""
+
+    key: str
+    title: str  # what it trains, in a few words ("image classification")
+    specs: Mapping[str, BenchmarkSpec]
+    recipes: Mapping[str, Recipe] = field(default_factory=dict)
+    closed_rules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # scale -> key -> Rule
+    workload: str | None = None  # "trainperf.workloads.<key>.workload:<Class>"; None: not available yet
+    mini_data: MiniData | None = None
+    mlperf_rcps: bool = True  # MLPerf publishes reference convergence points for it
+    # The published results (trainperf history): other names of this key, and the round from which the
+    # key's task changed under the same name, with what changed (speed-ups restart their baseline there).
+    history_aliases: tuple[str, ...] = ()
+    history_redefined: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        for scale, spec in self.specs.items():
+            if spec.key != self.key or spec.scale != scale:
+                raise ValueError(f"{self.key}: spec {spec.key}/{spec.scale} is registered under {self.key}/{scale}")
+        if self.workload is not None:
+            missing = [s for s, spec in self.specs.items() if spec.available and s not in self.recipes]
+            if missing:
+                raise ValueError(f"{self.key}: no recipe for scale(s) {missing}")
+
+    def available_at(self, scale: str) -> bool:
+        return self.workload is not None and scale in self.specs and self.specs[scale].available
+
+
+# --- one run ------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """What the user chose for one run (everything else comes from the spec and the workload)."""
+    """What the user chose for one run (everything else comes from the spec and the recipe)."""
 
     seed: int
     dry_run: bool = False
@@ -106,79 +270,94 @@ class RunConfig:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-ProgressFn = Callable[[int, float], None]  # (samples just processed, loss) -> None
+@dataclass(frozen=True, kw_only=True)
+class TorchState:
+    """Global torch settings a workload runs under; the harness applies them and restores the defaults."""
+
+    flush_denormal: bool = False  # denormal floats flushed to zero (small BERTs are 3-4x faster on CPUs)
+    num_threads: int | None = None  # intra-op threads; None: torch's default for this machine
 
 
 class Workload(abc.ABC):
-    """Builds data, model, optimizer and metric for a spec; trains and evaluates when asked.
+    """Builds data, model and optimizer for a spec; gives the loss of a batch and the quality of a model.
 
-    Subclasses define ``SPECS`` (scale -> spec) and the abstract methods. The default training block is
-    a number of optimizer steps drawn from an endless stream of epochs; a workload whose block is not
-    an epoch over a dataset (minigo's self-play generations) overrides :meth:`train_steps`.
+    The harness calls, in order: ``prepare`` (untimed: files exist and match their manifest; no sample
+    is read), ``build_model``, ``parallelize``, then starts the clock, ``load_data`` (parsing and loading,
+    timed), ``build_optimizer``, and repeatedly ``loss`` on batches from ``train_batches`` (or, for the
+    generations unit, from ``generation_batches``) and ``evaluate``; ``close`` always, at the end.
     """
 
-    SPECS: dict[str, BenchmarkSpec] = {}
-    CLOSED_RULES: dict[str, dict[str, Any]] = {}  # scale -> recipe key -> rule (trainperf.rules.closed)
-
-    @classmethod
-    def default_recipe(cls, scale: str) -> dict[str, Any]:
-        """The default hyperparameters at a scale (the keys ``--set`` may change)."""
-        return {}
+    TORCH_STATE: ClassVar[TorchState] = TorchState()
+    SINGLE_PROCESS: ClassVar[bool] = False  # True: runs in one process only (it may start workers of its own)
+    BATCH_FIELD: ClassVar[str] = "global_batch_size"  # the recipe field holding samples per optimizer step
+    DRY_RUN_LOCAL_BATCH: ClassVar[int | None] = None  # a reference dry run's micro-batch per rank (CPU-sized)
 
     def __init__(
         self,
         spec: BenchmarkSpec,
+        recipe: Recipe,
         config: RunConfig,
         *,
         data_dir: Path,
         dist: DistContext,
     ) -> None:
         self.spec = spec
+        self.recipe: Any = recipe  # the benchmark's Recipe subclass, overrides applied
         self.config = config
         self.data_dir = data_dir
         self.dist = dist
         self.device = dist.device
-        self._stream: Iterator[Any] | None = None
 
-    # --- what every workload provides -------------------------------------------------------------
+    @property
+    def dry_run(self) -> bool:
+        return self.config.dry_run
+
+    # --- set-up --------------------------------------------------------------------------------------
     @abc.abstractmethod
     def prepare(self) -> None:
-        """Untimed initialization: open and validate the dataset (never touch training samples)."""
+        """Untimed: check that the files exist and match their manifest (never read a training sample)."""
+
+    def load_data(self) -> None:
+        """Timed (right after ``run_start``): read, parse and filter the data; sizes are known after it."""
+        return None
 
     @abc.abstractmethod
-    def build_model(self) -> torch.nn.Module: ...
+    def build_model(self) -> torch.nn.Module:
+        """The architecture, initialized; placement and wrapping are :meth:`parallelize`'s."""
+
+    def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Place the model for the process group: DDP when distributed (a workload with sharded tables overrides)."""
+        import torch
+
+        model = model.to(self.device)
+        if not self.dist.distributed:
+            return model
+        ids = [self.dist.local_rank] if self.device.type == "cuda" else None
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
     @abc.abstractmethod
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
-        """(optimizer, per-step LR scheduler or None)."""
+        """(optimizer, per-step LR scheduler or None), as the recipe and the closed rules fix them."""
 
-    @abc.abstractmethod
-    def train_loader(self, epoch: int) -> Iterable[Any]:
-        """Batches of one training epoch, this rank's shard, shuffled by (seed, epoch)."""
+    def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
+        """MLPerf's names of the initialized tensors (``weights_initialization`` lines); [] if none needed."""
+        return []
 
-    @abc.abstractmethod
-    def train_step(self, model: torch.nn.Module, batch: Any, optimizer: Any) -> torch.Tensor:
-        """One optimizer step; returns the loss."""
-
-    @abc.abstractmethod
-    def evaluate(self, model: torch.nn.Module) -> float:
-        """The quality metric on the whole evaluation set (reduced over ranks)."""
-
-    @abc.abstractmethod
     def hparams(self) -> dict[str, Any]:
         """MLLOG hyperparameter keys and values; must cover ``spec.hparam_keys``."""
+        values = self.recipe.as_dict()
+        return {k: values[k] for k in self.spec.hparam_keys if k in values}
 
-    @abc.abstractmethod
-    def synthetic_batch(self) -> Any:
-        """A fake batch of the real shape, for smoke tests and dry runs."""
+    # --- sizes ---------------------------------------------------------------------------------------
+    @property
+    def global_batch_size(self) -> int:
+        """Samples per optimizer step over all ranks (micro-batches of accumulation included)."""
+        return getattr(self.recipe, self.BATCH_FIELD)
 
     @property
-    @abc.abstractmethod
-    def global_batch_size(self) -> int: ...
-
-    @property
-    @abc.abstractmethod
-    def steps_per_epoch(self) -> int: ...
+    def local_batch_size(self) -> int:
+        """Samples of one micro-batch on this rank."""
+        return self.global_batch_size // (self.dist.world_size * self.recipe.gradient_accumulation_steps)
 
     @property
     @abc.abstractmethod
@@ -188,27 +367,44 @@ class Workload(abc.ABC):
     @abc.abstractmethod
     def eval_samples(self) -> int: ...
 
-    # --- the default training block ---------------------------------------------------------------
-    def _batches(self) -> Iterator[Any]:
-        epoch = 0
-        while True:
-            yield from self.train_loader(epoch)
-            epoch += 1
+    @property
+    def steps_per_epoch(self) -> int:
+        """Optimizer steps in one epoch (the last partial batch is dropped)."""
+        return max(1, self.train_samples // self.global_batch_size)
 
-    def train_steps(
-        self, model: torch.nn.Module, optimizer: Any, scheduler: Any, steps: int, progress: ProgressFn
-    ) -> float:
-        """Run ``steps`` optimizer steps continuing the epoch stream; returns the mean loss."""
-        if self._stream is None:
-            self._stream = self._batches()
+    # --- training ------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def train_batches(self) -> Iterator[Any]:
+        """One endless iterator of this rank's micro-batches for the whole run, seeded by (seed, rank, epoch)."""
+
+    def generation_batches(self, model: torch.nn.Module, generation: int) -> Iterable[Any]:
+        """The generations unit's hook: produce a generation's data with ``model`` (self-play), then its batches."""
+        raise NotImplementedError(f"{self.spec.key}: the {self.spec.unit} unit trains from train_batches()")
+
+    @abc.abstractmethod
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The scalar loss of one micro-batch; the harness does backward, accumulation and the step."""
+
+    @abc.abstractmethod
+    def synthetic_batch(self) -> Any:
+        """A fake micro-batch of the real shape, for dry runs and tests."""
+
+    # --- evaluation ----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """Every field of ``spec.fields`` on the whole evaluation set: each rank evaluates its
+        ``dist.shard`` exactly once and the result is reduced with the ``dist`` verbs."""
+
+    def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """A dry run's evaluation: one forward pass on a synthetic batch; nothing is measured (all 0)."""
+        import torch
+
+        model.eval()
+        with torch.no_grad():
+            self.loss(model, self.synthetic_batch())
         model.train()
-        total = 0.0
-        for _ in range(steps):
-            batch = next(self._stream)
-            loss = self.train_step(model, batch, optimizer)
-            if scheduler is not None:
-                scheduler.step()
-            value = float(loss.detach())
-            total += value
-            progress(self.global_batch_size, value)
-        return total / max(steps, 1)
+        return {f: 0.0 for f, _ in self.spec.fields}
+
+    def close(self) -> None:
+        """Release what the workload holds (worker processes, files). Always called; idempotent."""
+        return None

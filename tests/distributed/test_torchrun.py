@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from trainperf.harness.results import read_mllog
+from trainperf.results import read_mllog
 from trainperf.rules.compliance import check_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]

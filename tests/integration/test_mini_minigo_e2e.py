@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from trainperf.harness.results import parse_run, read_mllog
+from trainperf.results import parse_run, read_mllog
 from trainperf.rules.compliance import check_log
+from trainperf.workloads.minigo import MINI
 from trainperf.workloads.minigo.gtp import GNUGO
-from trainperf.workloads.minigo.workload import MINI
 
 pytestmark = [
     pytest.mark.slow,
@@ -41,6 +41,7 @@ def test_mini_minigo_reaches_target_against_gnugo_and_passes_the_checker(tmp_pat
     assert check.returncode == 0, check.stdout + check.stderr
     logged = {rec["key"]: rec["value"] for rec in read_mllog(log)}
     assert "actual_selfplay_games_per_generation" in logged and logged["eval_opponent"] == "gnugo --level 0"
+    assert logged["trainperf_progress_unit"] == "generations"
     assert logged["eval_games"] == 40  # the calibrated evaluation (README.md): 20 games cannot tell untrained apart
     summary = json.loads((out / "summary.json").read_text())["benchmarks"][0]
     assert summary["score_label"] == "preview" and summary["runs"][0]["status"] == "success"

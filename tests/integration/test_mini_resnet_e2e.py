@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from trainperf.harness.results import parse_run
+from trainperf.results import parse_run
 from trainperf.rules.compliance import check_log
 
 pytestmark = pytest.mark.slow

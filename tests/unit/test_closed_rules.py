@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from trainperf import registry
 from trainperf.errors import RuleError, UsageError
 from trainperf.rules.closed import OneOf, PowerOfTwoTimes, Tunable, check_overrides, parse_overrides
-from trainperf.workloads.resnet.workload import ResNetWorkload
 
 
 def check(scale, division, **overrides):
-    check_overrides(
-        "resnet", scale, division, ResNetWorkload.default_recipe(scale), ResNetWorkload.CLOSED_RULES[scale], overrides
-    )
+    bench = registry.benchmark("resnet")
+    check_overrides("resnet", scale, division, bench.recipes[scale].as_dict(), bench.closed_rules[scale], overrides)
 
 
 @pytest.mark.parametrize(
@@ -82,3 +81,21 @@ def test_parse_overrides_reads_json_values_never_code():
     }
     with pytest.raises(UsageError, match="expected KEY=VALUE"):
         parse_overrides(["novalue"])
+
+
+def test_set_accepts_json_lists_and_objects_where_the_default_is_one():
+    assert parse_overrides(["b=[10, 20]", 'o={"x": 1}']) == {"b": [10, 20], "o": {"x": 1}}
+    assert Tunable().allows([10, 20], (5, 6)) and not Tunable().allows(["a"], (5, 6))
+    with pytest.raises(UsageError, match="finite"):
+        parse_overrides(["a=NaN"])
+
+
+def test_recipe_overrides_are_checked_against_the_default():
+    recipe = registry.default_recipe("resnet", "mini")
+    assert recipe.with_overrides({"opt_base_learning_rate": 1}).opt_base_learning_rate == 1.0
+    assert recipe.with_overrides({"global_batch_size": 64.0}).global_batch_size == 64
+    for bad in ({"opt_base_learning_rate": "fast"}, {"global_batch_size": 1.5}, {"label_smoothing": [0.1]}):
+        with pytest.raises(UsageError, match="expected a value like the default"):
+            recipe.with_overrides(bad)
+    with pytest.raises(UsageError, match="no hyperparameter 'lr'"):
+        recipe.with_overrides({"lr": 0.1})

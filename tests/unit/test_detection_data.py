@@ -1,4 +1,5 @@
-"""Detection data (ssd, maskrcnn): mini scene generator, COCO loader and its errors, flips, COCO mAP."""
+"""Detection data (ssd, maskrcnn): mini scene generator, COCO loader and its errors, flips, COCO mAP, and
+the workloads' data path (prepare, load_data, the training stream, evaluation)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 
 from trainperf.errors import DataError
-from trainperf.workloads.detection import coco, scenes
+from trainperf.workloads.common.detection import coco, scenes
 from trainperf.workloads.resnet import data as resnet_data
 
 SMALL = {"train_scenes": 20, "val_scenes": 10}
@@ -42,6 +43,15 @@ def scenes_copy(tmp_path, small_scenes) -> Path:
     root = _with_fashion_mnist(tmp_path / "data", small_scenes.resolve())
     shutil.copytree(scenes.mini_root(small_scenes), scenes.mini_root(root))
     return root
+
+
+def _workload(key: str, scale: str, data_dir: Path, seed: int = 1):
+    from trainperf import registry
+    from trainperf.dist import DistContext
+    from trainperf.spec import RunConfig
+
+    spec, recipe = registry.get_spec(key, scale), registry.default_recipe(key, scale)
+    return registry.workload_class(key)(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
 
 
 # --- the generator ----------------------------------------------------------------------------------------
@@ -114,11 +124,26 @@ def test_verify_catches_changed_and_missing_files_and_prepare_repairs_them(scene
 
 
 def test_registered_for_both_detection_benchmarks():
-    from trainperf.data import mini_datasets
+    import importlib
 
-    datasets = mini_datasets()
-    assert list(datasets)[0] == "resnet"
-    assert datasets["ssd"] is datasets["maskrcnn"] and datasets["ssd"].prepare is scenes.prepare_mini
+    from trainperf import registry
+
+    data = registry.benchmark("ssd").mini_data
+    assert data is registry.benchmark("maskrcnn").mini_data and data.needs == ("resnet",)
+
+    def function(name: str):
+        module, _, attr = name.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    assert function(data.prepare) is scenes.prepare_mini and function(data.verify) is scenes.verify_mini
+
+
+def test_verify_without_checksums_reads_only_the_manifest(scenes_copy):
+    root = scenes.mini_root(scenes_copy)
+    (root / "train" / "000003.png").write_bytes(b"not a png")
+    assert scenes.verify_mini(scenes_copy, **SMALL, checksums=False) == []
+    (root / "val" / "000002.png").unlink()
+    assert scenes.verify_mini(scenes_copy, **SMALL, checksums=False) == [f"{root / 'val' / '000002.png'} is missing"]
 
 
 # --- the loader on the mini scenes ------------------------------------------------------------------------
@@ -169,6 +194,22 @@ def test_flips_are_seeded_by_seed_and_epoch(small_scenes):
     assert pattern(1, 0) != pattern(1, 1) and pattern(1, 0) != pattern(2, 0)
     assert 3 <= sum(pattern(1, 0)) <= 17
     assert not any(coco.CocoDetection(index, train=False)._flip(i) for i in range(20))
+
+
+def test_persistent_workers_see_the_epoch(small_scenes):
+    # The reference loader keeps its worker processes for the whole run: set_epoch must reach them.
+    index = coco.load_coco(*scenes.mini_paths(small_scenes)[:2], need_masks=False)
+    ds = coco.CocoDetection(index, train=True, seed=1)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=len(ds), num_workers=1, persistent_workers=True, collate_fn=coco.collate
+    )
+    plain = [coco.CocoDetection(index, train=False)[i][0] for i in range(len(ds))]
+    for epoch in (0, 1):
+        ds.set_epoch(epoch)
+        [(images, _)] = list(loader)
+        flipped = [not torch.equal(im, p) for im, p in zip(images, plain, strict=True)]
+        assert flipped == [ds._flip(i) for i in range(len(ds))]
+    assert ds.epoch == 1
 
 
 # --- reference layouts: COCO 2017 (polygons, crowd RLE) and the OpenImages MLPerf subset -----------------
@@ -278,15 +319,25 @@ def test_openimages_mlperf_layout(tmp_path):
 
 
 def test_ssd_reference_trains_on_group_boxes_as_mlperf_does(tmp_path):
-    from trainperf.harness.dist import DistContext
-    from trainperf.spec import RunConfig
-    from trainperf.workloads.ssd.workload import SSDWorkload
-
     _openimages_mlperf(tmp_path / "ssd" / "reference")
-    w = SSDWorkload(SSDWorkload.SPECS["reference"], RunConfig(seed=0), data_dir=tmp_path, dist=DistContext())
-    w.prepare()
+    w = _workload("ssd", "reference", tmp_path)
+    w.REFERENCE_CLASSES = None  # two classes stand in for the subset's 264
+    w.load_data()
+    assert (w.train_samples, w.eval_samples) == (1, 1)
     assert w.train_set[0][1]["labels"].tolist() == [2, 1]  # the IsGroupOf box (iscrowd=1) is a target
     assert w.val_set[0][1]["labels"].tolist() == [2]  # evaluation leaves crowds to COCOeval, as for COCO
+
+
+def test_reference_prepare_checks_the_layout_and_finds_the_backbone(tmp_path):
+    w = _workload("ssd", "reference", tmp_path)
+    with pytest.raises(DataError, match="download_openimages_mlperf.sh"):
+        w.prepare()
+    _openimages_mlperf(tmp_path / "ssd" / "reference")
+    w.prepare()  # nothing is parsed: the annotation files here declare 2 classes, not 264
+    with pytest.raises(DataError, match=r"resnext50_32x4d.pth not found"):
+        w.build_model()
+    with pytest.raises(DataError, match=r"declares 2 categories; the ssd model of this scale is built for 264"):
+        w.load_data()
 
 
 @pytest.mark.parametrize(
@@ -320,6 +371,42 @@ def test_missing_reference_folder_names_the_layout(tmp_path, paths, missing, say
 def test_mini_paths_say_how_to_prepare(tmp_path):
     with pytest.raises(DataError, match=r"instances_train.json not found.*trainperf data prepare ssd"):
         scenes.mini_paths(tmp_path)
+
+
+# --- the workloads on the mini scenes ---------------------------------------------------------------------
+def test_mini_prepare_checks_the_manifest_without_reading_samples(tmp_path, small_scenes):
+    with pytest.raises(DataError, match=r"ssd mini data: .*MANIFEST.json is missing.*trainperf data prepare ssd"):
+        _workload("ssd", "mini", tmp_path).prepare()
+    with pytest.raises(DataError, match=r"maskrcnn mini data: .*MANIFEST.json records .*'train_scenes': 20"):
+        _workload("maskrcnn", "mini", small_scenes).prepare()  # 20 scenes prepared, 8,000 expected
+
+
+@pytest.mark.parametrize("key", ["ssd", "maskrcnn"])
+def test_workload_loads_trains_and_evaluates_the_scenes(small_scenes, key):
+    w = _workload(key, "mini", small_scenes)
+    assert (w.train_samples, w.eval_samples) == (8000, 500)  # before load_data: the full dataset's sizes
+    w.load_data()  # the manifest of these 20 scenes is not the real one's: load_data does not read it
+    assert (w.train_samples, w.eval_samples) == (20, 10)
+    batches = w.train_batches()
+    assert w.train_batches() is batches  # one stream for the run
+    per_epoch = 20 // w.local_batch_size
+    taken = [next(batches) for _ in range(2 * per_epoch + 1)]  # past two epoch boundaries
+    for images, targets in taken:
+        assert len(images) == len(targets) == w.local_batch_size and images[0].shape == (3, 96, 96)
+        assert ("masks" in targets[0]) == (key == "maskrcnn")
+    ids = [[t["image_id"] for t in targets] for _, targets in taken]
+    assert ids[:per_epoch] != ids[per_epoch : 2 * per_epoch]  # each epoch shuffles anew
+    again = _workload(key, "mini", small_scenes)
+    again.load_data()
+    first = next(again.train_batches())
+    assert [t["image_id"] for t in first[1]] == ids[0] and torch.equal(first[0][0], taken[0][0][0])
+    torch.manual_seed(0)
+    model = w.build_model()
+    value = w.evaluate(model)  # an untrained model on the 10 val scenes
+    assert set(value) == {f for f, _ in w.spec.fields} and all(0.0 <= v <= 1.0 for v in value.values())
+    assert model.training
+    w.close()
+    w.close()
 
 
 # --- bad annotation files ---------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torchvision.ops import MultiScaleRoIAlign, roi_align
 
-from trainperf.workloads.detection.roi_align import GridMultiScaleRoIAlign, roi_align_one_sample
+from trainperf.workloads.common.detection.roi_align import GridMultiScaleRoIAlign, roi_align_one_sample
 
 
 def _rois(n_images: int, k: int, size: float, generator: torch.Generator) -> torch.Tensor:

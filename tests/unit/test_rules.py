@@ -26,8 +26,8 @@ def make_spec(**changes) -> BenchmarkSpec:
         "target": 0.9,
         "hparam_keys": ("opt_name", "opt_base_learning_rate"),
         "runs_required": 5,
-        "eval_every_epochs": 1,
-        "max_epochs": 5,
+        "eval_interval": 1,
+        "max_progress": 5,
         "max_minutes": 5,
         "target_source": "measured: default recipe, 5 seeds",
     }
@@ -263,7 +263,7 @@ def test_multi_field_rules_need_both_fields_in_one_evaluation(tmp_path, multi_ru
 
 
 def test_multi_field_curve_reads_the_headline_field(tmp_path):
-    from trainperf.harness.results import parse_run
+    from trainperf.results import parse_run
 
     log = write_log(tmp_path / "log.txt", accuracies=({"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.45, "SEGM": 0.35}))
     assert [q for _, _, q in parse_run(log).curve] == [0.2, 0.45]

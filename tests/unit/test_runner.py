@@ -6,15 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import FAKE_SPEC, FakeWorkload, first, keys_in
+import torch
+from helpers import FAKE_BENCHMARK, FAKE_SPEC, FakeRecipe, FakeWorkload, first, keys_in
 
 from trainperf import registry
-from trainperf.errors import ResultsError, RuleError, RunInterrupted
-from trainperf.harness.dist import DistContext
+from trainperf.dist import DistContext
+from trainperf.errors import ResultsError, RuleError, RunInterrupted, UsageError
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import Submission, execute_run
 from trainperf.harness.suite import SuiteOptions, run_suite
-from trainperf.spec import RunConfig
+from trainperf.harness.torch_state import GlobalTorchState
+from trainperf.results import read_mllog
+from trainperf.spec import RunConfig, TorchState
 
 SUB = Submission(org="test-org", platform="test-system", status="onprem")
 
@@ -31,7 +34,14 @@ def run_once(tmp_path: Path, spec=FAKE_SPEC, **kw):
     log = RunLog(path)
     try:
         outcome = execute_run(
-            FakeWorkload, spec, RunConfig(seed=7, **kw), log=log, submission=SUB, data_dir=tmp_path, dist=DistContext()
+            FakeWorkload,
+            spec,
+            FakeRecipe(),
+            RunConfig(seed=7, **kw),
+            log=log,
+            submission=SUB,
+            data_dir=tmp_path,
+            dist=DistContext(),
         )
     finally:
         log.close()
@@ -80,7 +90,7 @@ def test_stops_with_success_at_the_first_eval_that_reaches_the_target(tmp_path):
     FakeWorkload.qualities = [0.5, 0.79, 0.85, 0.95]
     outcome, path = run_once(tmp_path)
     assert outcome.status == "success" and outcome.reason == "target"
-    assert outcome.epochs == 3.0
+    assert outcome.progress == 3.0
     assert [r for r in keys_in(path)].count("eval_accuracy") == 3
     assert first(path, "run_stop")["metadata"]["status"] == "success"
     stop, start = first(path, "run_stop")["time_ms"], first(path, "run_start")["time_ms"]
@@ -90,8 +100,8 @@ def test_stops_with_success_at_the_first_eval_that_reaches_the_target(tmp_path):
 def test_budget_spent_is_aborted(tmp_path):
     FakeWorkload.qualities = [0.1]
     outcome, path = run_once(tmp_path)
-    assert outcome.status == "aborted" and outcome.reason == "epoch budget"
-    assert outcome.epochs == FAKE_SPEC.max_epochs
+    assert outcome.status == "aborted" and outcome.reason == "progress budget"
+    assert outcome.progress == FAKE_SPEC.max_progress
     assert first(path, "run_stop")["metadata"]["status"] == "aborted"
 
 
@@ -116,7 +126,7 @@ def test_initialization_over_the_limit_is_refused(tmp_path):
 # --- the suite -------------------------------------------------------------------------------------
 @pytest.fixture
 def fake_registry(monkeypatch):
-    monkeypatch.setattr(registry, "get_spec", lambda key, scale: FAKE_SPEC)
+    monkeypatch.setattr(registry, "benchmark", lambda key: FAKE_BENCHMARK)
     monkeypatch.setattr(registry, "workload_class", lambda key: FakeWorkload)
 
 
@@ -185,3 +195,144 @@ def test_unwritable_output_folder(tmp_path, fake_registry):
     blocker.write_text("x")
     with pytest.raises(ResultsError, match="not writable"):
         run_suite(options(tmp_path, out=blocker / "out"), DistContext())
+
+
+# --- the harness owns the step and the global torch state ----------------------------------------------
+class _DenormalWorkload(FakeWorkload):
+    """Asks for flush-denormal and two threads, and changes another global setting on its own."""
+
+    TORCH_STATE = TorchState(flush_denormal=True, num_threads=1)
+    seen: list[tuple[bool, int]] = []
+
+    def build_model(self):
+        torch.set_float32_matmul_precision("medium")  # a global change the harness must undo
+        type(self).seen.append((_flushes_denormals(), torch.get_num_threads()))
+        return super().build_model()
+
+
+class _PlainWorkload(FakeWorkload):
+    seen: list[tuple[bool, int]] = []
+
+    def build_model(self):
+        type(self).seen.append((_flushes_denormals(), torch.get_num_threads()))
+        return super().build_model()
+
+
+def _flushes_denormals() -> bool:
+    return float(torch.tensor([1e-39], dtype=torch.float32).mul(1.0)) == 0.0
+
+
+def test_global_torch_state_is_restored_between_benchmarks_of_one_suite(tmp_path, monkeypatch):
+    classes = {"resnet": _DenormalWorkload, "ssd": _PlainWorkload}
+    monkeypatch.setattr(registry, "benchmark", lambda key: FAKE_BENCHMARK)
+    monkeypatch.setattr(registry, "workload_class", lambda key: classes[key])
+    before = GlobalTorchState.now()
+    closed = FakeWorkload.closed
+    run_suite(options(tmp_path, benchmarks=("resnet", "ssd"), runs=1), DistContext())
+    assert _DenormalWorkload.seen == [(True, 1)]
+    assert _PlainWorkload.seen == [(False, before.num_threads)]
+    assert GlobalTorchState.now() == before and not _flushes_denormals()
+    assert FakeWorkload.closed == closed + 2  # close() after every run
+
+
+def test_close_is_called_when_a_run_fails(tmp_path):
+    class Broken(FakeWorkload):
+        def evaluate(self, model):
+            raise RuntimeError("evaluation broke")
+
+    closed = FakeWorkload.closed
+    with pytest.raises(RuntimeError, match="evaluation broke"):
+        log = RunLog(tmp_path / "log.txt")
+        try:
+            execute_run(
+                Broken,
+                FAKE_SPEC,
+                FakeRecipe(),
+                RunConfig(seed=1),
+                log=log,
+                submission=SUB,
+                data_dir=tmp_path,
+                dist=DistContext(),
+            )
+        finally:
+            log.close()
+    assert FakeWorkload.closed == closed + 1
+
+
+class _CountingSGD(torch.optim.SGD):
+    steps = 0
+
+    def step(self, closure=None):
+        type(self).steps += 1
+        return super().step(closure)
+
+
+class _AccumulatingWorkload(FakeWorkload):
+    losses = 0
+
+    def build_optimizer(self, model):
+        return _CountingSGD(model.parameters(), lr=0.1), None
+
+    def loss(self, model, batch):
+        type(self).losses += 1
+        return super().loss(model, batch)
+
+
+def test_gradient_accumulation_is_logged_and_steps_once_per_global_batch(tmp_path):
+    import dataclasses
+
+    recipe = dataclasses.replace(FakeRecipe(), gradient_accumulation_steps=2)
+    _CountingSGD.steps = _AccumulatingWorkload.losses = 0
+    log = RunLog(tmp_path / "log.txt")
+    try:
+        outcome = execute_run(
+            _AccumulatingWorkload,
+            FAKE_SPEC,
+            recipe,
+            RunConfig(seed=1),
+            log=log,
+            submission=SUB,
+            data_dir=tmp_path,
+            dist=DistContext(),
+        )
+    finally:
+        log.close()
+    assert first(tmp_path / "log.txt", "gradient_accumulation_steps")["value"] == 2
+    steps_per_epoch = FakeWorkload.train_samples // recipe.global_batch_size
+    assert _CountingSGD.steps == round(outcome.progress * steps_per_epoch)
+    assert _AccumulatingWorkload.losses == 2 * _CountingSGD.steps
+
+
+def test_a_batch_that_does_not_divide_is_refused_before_anything_runs(tmp_path):
+    import dataclasses
+
+    recipe = dataclasses.replace(FakeRecipe(), global_batch_size=9, gradient_accumulation_steps=2)
+    with pytest.raises(UsageError, match="not divisible"):
+        execute_run(
+            FakeWorkload,
+            FAKE_SPEC,
+            recipe,
+            RunConfig(seed=1),
+            log=RunLog(None),
+            submission=SUB,
+            data_dir=tmp_path,
+            dist=DistContext(),
+        )
+
+
+def test_samples_unit_logs_sample_counts_and_a_recipe_interval(tmp_path):
+    import dataclasses
+
+    from trainperf.spec import SAMPLES
+
+    spec = dataclasses.replace(
+        FAKE_SPEC, unit=SAMPLES, eval_interval=lambda r: 3 * r.global_batch_size, max_progress=100.0
+    )
+    FakeWorkload.qualities = [0.1, 0.1, 0.9]
+    outcome, path = run_once(tmp_path, spec=spec)
+    evals = [r["metadata"]["epoch_num"] for r in read_mllog(path) if r["key"] == "eval_accuracy"]
+    assert evals == [24, 48, 72]  # every 3 steps of 8 samples
+    blocks = [r["metadata"] for r in read_mllog(path) if r["key"] == "block_start"]
+    assert (blocks[0]["first_epoch_num"], blocks[0]["epoch_count"]) == (0, 24)
+    assert "epoch_start" not in keys_in(path)
+    assert outcome.unit == SAMPLES and outcome.progress == 72

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import ResultsError, UsageError
-from trainperf.submission.system import (
+from trainperf.system import (
     AVAILABILITY,
     REQUIRED_FIELDS,
     SUBMISSION_STATUS,

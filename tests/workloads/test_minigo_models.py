@@ -1,46 +1,52 @@
-"""One optimizer step of each minigo network on fake data, the batched search, and the reference's facts."""
+"""One optimizer step of each minigo network on fake data, the generation hook, the worker pool, the batched
+search, and the reference's facts."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 import torch
+from stepping import dry_workload, one_step
 
-from trainperf.harness.dist import DistContext
+from trainperf import registry, seeds
+from trainperf.dist import DistContext
 from trainperf.spec import RunConfig
-from trainperf.workloads.minigo import mcts
+from trainperf.workloads.minigo import MINI, REFERENCE_RECIPE, mcts
 from trainperf.workloads.minigo.go import Position
+from trainperf.workloads.minigo.gtp import GNUGO
 from trainperf.workloads.minigo.model import mini_gonet, reference_gonet
-from trainperf.workloads.minigo.workload import MINI, REFERENCE, MiniGoWorkload, symmetry
-
-
-def one_step(spec, tmp_path) -> None:
-    w = MiniGoWorkload(spec, RunConfig(seed=3, dry_run=True), data_dir=tmp_path, dist=DistContext())
-    w.prepare()
-    model = w.build_model()
-    opt, sched = w.build_optimizer(model)
-    before = [p.detach().clone() for p in model.parameters()]
-    loss = w.train_steps(model, opt, sched, 1, lambda samples, loss: None)
-    assert np.isfinite(loss)
-    changed = sum(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    assert changed > 0
-    assert set(w.hparams()) >= set(spec.hparam_keys)
-    assert w.steps_per_epoch == 1 and spec.eval_every_epochs == 1  # one harness block = one generation
+from trainperf.workloads.minigo.workload import MiniGoWorkload, symmetry
 
 
 def test_mini_network_one_step(tmp_path):
-    one_step(MINI, tmp_path)
+    _, value = one_step(dry_workload("minigo", "mini", tmp_path))
+    assert value == {"win_rate": 0.0}  # a dry run plays no games
 
 
-def test_reference_network_one_step_at_full_size(tmp_path):
-    one_step(REFERENCE, tmp_path)
+def test_reference_dry_run_uses_a_cpu_sized_batch(tmp_path):
+    # The full-size step itself is tests/workloads/test_contract.py's.
+    w = dry_workload("minigo", "reference", tmp_path)
+    assert w.global_batch_size == MiniGoWorkload.DRY_RUN_LOCAL_BATCH  # the full-size network on a CPU-sized batch
+    assert w.hparams()["train_batch_size"] == MiniGoWorkload.DRY_RUN_LOCAL_BATCH
+
+
+def test_facts_import_without_torch():
+    code = "import sys, trainperf.workloads.minigo; assert 'torch' not in sys.modules, 'torch imported'"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
 
 
 def test_reference_network_shape_and_closed_keys():
     net = reference_gonet().eval()
     policy, value = net(torch.zeros(2, 17, 19, 19))
     assert policy.shape == (2, 362) and value.shape == (2,)
-    hp = MiniGoWorkload.REFERENCE_RECIPE
-    assert hp["min_selfplay_games_per_generation"] == 8192  # closed_minigo.yaml requires == 8192
+    assert REFERENCE_RECIPE.min_selfplay_games_per_generation == 8192  # closed_minigo.yaml requires == 8192
+    assert registry.benchmark("minigo").mlperf_rcps is False
+    assert MINI.unit == "generations" and MINI.eval_points(registry.default_recipe("minigo", "mini"))[:2] == [1.0, 2.0]
 
 
 def test_search_batches_all_games_into_one_network_call():
@@ -59,47 +65,90 @@ def test_search_batches_all_games_into_one_network_call():
     assert all(r.n.sum() == 8 for r in roots)
 
 
-def test_self_play_produces_consistent_examples():
-    games = mcts.self_play(
+def small_games(seed: int) -> mcts.Games:
+    return mcts.self_play(
         mcts.network_evaluator(mini_gonet(5).eval()),
         games=4,
         size=5,
         komi=7.5,
-        cfg=mcts.SearchConfig(playouts=4),
-        seed=1,
+        cfg=mcts.SearchConfig(playouts=2),
+        seed=seed,
         temperature_moves=4,
     )
+
+
+def test_self_play_produces_consistent_examples():
+    games = small_games(1)
     assert games.games == 4 and len(games.features) == len(games.policy) == len(games.outcome)
     assert np.allclose(games.policy.sum(1), 1.0)
     assert set(np.unique(games.outcome)) <= {-1.0, 1.0}
 
 
-def test_training_batches_differ_within_a_generation_and_repeat_for_a_seed(tmp_path):
-    import dataclasses
+def mini_workload(tmp_path, seed: int) -> MiniGoWorkload:
+    """A real (not dry) mini workload without prepare(): neither GNU Go nor the workers are started."""
+    recipe = registry.default_recipe("minigo", "mini")
+    return MiniGoWorkload(MINI, recipe, RunConfig(seed=seed), data_dir=tmp_path, dist=DistContext())
 
-    w = MiniGoWorkload(MINI, RunConfig(seed=1, dry_run=True), data_dir=tmp_path, dist=DistContext())
-    w.prepare()  # a dry run starts neither GNU Go nor the workers
-    w.config = dataclasses.replace(w.config, dry_run=False)
-    w.window = [
-        mcts.self_play(
-            mcts.network_evaluator(mini_gonet(5).eval()),
-            games=4,
-            size=5,
-            komi=7.5,
-            cfg=mcts.SearchConfig(playouts=2),
-            seed=s,
-            temperature_moves=4,
-        )
-        for s in (1, 2)
-    ]
-    batches = list(w.train_loader(3))
-    assert len(batches) == w.recipe["train_steps_per_generation"]
-    assert all(x.shape == (w.global_batch_size, 3, 5, 5) for x, _, _ in batches)
-    distinct = {b[0].numpy().tobytes() + b[1].numpy().tobytes() for b in batches}
-    assert len(distinct) == len(batches)  # every step of a generation trains on new positions
-    again = list(w.train_loader(3))
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(batches, again, strict=True))
-    assert not torch.equal(next(iter(w.train_loader(4)))[0], batches[0][0])  # the next generation draws anew
+
+def test_generation_batches_differ_within_a_generation_and_repeat_for_a_seed(tmp_path, monkeypatch):
+    played = {1: small_games(1), 2: small_games(2)}  # stand-ins for two generations of self-play
+    model = mini_gonet(5)
+
+    def generations(seed: int) -> list[list[tuple[torch.Tensor, ...]]]:
+        w = mini_workload(tmp_path, seed)
+        monkeypatch.setattr(w, "_self_play", lambda model, generation: played[generation])
+        out = [list(w.generation_batches(model, g)) for g in (1, 2)]
+        assert len(w.window) == 2  # each generation's games joined the window
+        return out
+
+    first, second = generations(1)
+    steps = registry.default_recipe("minigo", "mini").train_steps_per_generation
+    assert len(first) == len(second) == steps
+    assert all(x.shape == (256, 3, 5, 5) and p.shape == (256, 26) and z.shape == (256,) for x, p, z in first)
+    distinct = {b[0].numpy().tobytes() + b[1].numpy().tobytes() for b in first}
+    assert len(distinct) == len(first)  # every step of a generation trains on new positions
+    again = generations(1)
+    for a, b in zip(first + second, again[0] + again[1], strict=True):
+        assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))  # the same seed draws the same batches
+    assert not torch.equal(second[0][0], first[0][0])  # the next generation draws anew
+    other = generations(2)
+    assert not torch.equal(other[0][0][0], first[0][0])  # another seed draws other positions
+
+
+def test_self_play_jobs_take_their_seeds_from_the_seed_scheme(tmp_path):
+    w = mini_workload(tmp_path, seed=7)
+    jobs = []
+
+    class FakePool:
+        def map(self, fn, items):
+            jobs.extend(items)
+            return [small_games(1) for _ in items]
+
+    w._pool = FakePool()
+    games = w._self_play(mini_gonet(5), 4)
+    assert games.games == 4 * w.workers
+    assert [job[5] for job in jobs] == [seeds.derive(7, seeds.STREAM_SELF_PLAY, 4, k) for k in range(w.workers)]
+    assert all(job[3] * w.workers >= w.recipe.min_selfplay_games_per_generation for job in jobs)
+
+
+def test_generation_batches_need_the_workers_and_train_batches_is_not_a_data_source(tmp_path):
+    w = mini_workload(tmp_path, seed=1)
+    with pytest.raises(RuntimeError, match="prepare"):
+        next(iter(w.generation_batches(mini_gonet(5), 1)))
+    batches = w.train_batches()  # taking the iterator is harmless (the harness does); drawing from it is not
+    with pytest.raises(RuntimeError, match="generation_batches"):
+        next(batches)
+
+
+@pytest.mark.skipif(shutil.which(GNUGO) is None, reason="GNU Go is not installed (scripts/setup.sh)")
+def test_close_terminates_the_worker_pool_and_is_idempotent(tmp_path):
+    w = mini_workload(tmp_path, seed=1)
+    w.prepare()  # checks GNU Go, starts one worker per core
+    processes = list(w._pool._pool)
+    assert len(processes) == w.workers and all(p.is_alive() for p in processes)
+    w.close()
+    assert w._pool is None and not any(p.is_alive() for p in processes)
+    w.close()  # a second close does nothing
 
 
 def test_symmetry_moves_planes_and_policy_together():
@@ -113,9 +162,6 @@ def test_symmetry_moves_planes_and_policy_together():
 
 
 def test_reference_dry_run_fails_ruleset_2_only_on_the_target(tmp_path):
-    import subprocess
-    import sys
-
     from trainperf.rules.compliance import check_log, is_target_only_failure
 
     out = tmp_path / "o"

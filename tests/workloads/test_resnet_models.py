@@ -7,34 +7,14 @@ from pathlib import Path
 
 import mlperf_logging
 import torch
+from stepping import dry_workload, one_step
 
-from trainperf.harness.dist import DistContext
-from trainperf.spec import RunConfig
 from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50
-from trainperf.workloads.resnet.workload import MINI, REFERENCE, ResNetWorkload, mxnet_tensor_name
-
-
-def one_step(scale_spec, tmp_path) -> None:
-    w = ResNetWorkload(scale_spec, RunConfig(seed=3, dry_run=True), data_dir=tmp_path, dist=DistContext())
-    w.prepare()
-    model = w.build_model()
-    opt, sched = w.build_optimizer(model)
-    before = [p.detach().clone() for p in model.parameters()]
-    loss = w.train_step(model, w.synthetic_batch(), opt)
-    sched.step()
-    assert torch.isfinite(loss)
-    changed = sum(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    assert changed > 0
-    assert 0.0 <= w.evaluate(model) <= 1.0
-    assert set(w.hparams()) >= set(scale_spec.hparam_keys)
+from trainperf.workloads.resnet.workload import mxnet_tensor_name
 
 
 def test_mini_model_one_step(tmp_path):
-    one_step(MINI, tmp_path)
-
-
-def test_reference_model_one_step_at_full_size(tmp_path):
-    one_step(REFERENCE, tmp_path)
+    one_step(dry_workload("resnet", "mini", tmp_path))
 
 
 def test_reference_parameter_count_is_resnet50_v15():

@@ -1,64 +1,73 @@
-"""`trainperf data prepare|verify`: builds the mini datasets offline, with checksums."""
+"""`trainperf data prepare|verify`: builds and checks the mini datasets offline, from the registry's facts.
+
+Each benchmark declares its mini data (``Benchmark.mini_data``: functions named ``"module:function"``);
+this module orders them (a dataset made from another benchmark's files comes after it) and imports each
+function only when it runs.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainperf import registry
 from trainperf.errors import NotAvailableError
+from trainperf.spec import MiniData
 
 
 @dataclass(frozen=True)
 class MiniDataset:
-    description: str
-    prepare: Callable[[Path], list[Path]]
-    verify: Callable[[Path], list[str]]
-    fix: str = ""  # what to do when verify finds a problem; "" -> run `trainperf data prepare <key>`
+    key: str
+    facts: MiniData
+
+    @property
+    def description(self) -> str:
+        return self.facts.description
+
+    @property
+    def fix(self) -> str:
+        return self.facts.fix
+
+    def prepare(self, data_dir: Path) -> list[Path]:
+        return _function(self.facts.prepare)(data_dir)
+
+    def verify(self, data_dir: Path) -> list[str]:
+        return _function(self.facts.verify)(data_dir)
+
+
+def _function(name: str) -> Callable:
+    module, _, attr = name.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def mini_datasets() -> dict[str, MiniDataset]:
-    """Benchmark key -> how its mini data is built (imported lazily: each pulls in its workload)."""
-    from trainperf.workloads.detection import scenes as detection_scenes
-    from trainperf.workloads.resnet import data as resnet_data
-
-    detection = MiniDataset(
-        "Fashion-MNIST object scenes in COCO json (boxes, RLE masks)",
-        detection_scenes.prepare_mini,
-        detection_scenes.verify_mini,
-    )
-    return {  # resnet first: the detection scenes are made from its Fashion-MNIST files
-        "resnet": MiniDataset(
-            "Fashion-MNIST IDX files from Debian's dataset-fashion-mnist",
-            resnet_data.prepare_mini,
-            resnet_data.verify_mini,
-        ),
-        "ssd": detection,  # one dataset shared by ssd and maskrcnn
-        "maskrcnn": detection,
-        "minigo": MiniDataset(
-            "no dataset (self-play); checks the GNU Go opponent (Debian gnugo)",
-            lambda data_dir: [],
-            _verify_minigo_opponent,
-            fix="set up again (`make setup` installs GNU Go)",
-        ),
+    """Benchmark key -> its mini data, for every available benchmark, each after the ones it needs."""
+    declared = {
+        b.key: MiniDataset(b.key, b.mini_data)
+        for b in registry.all_benchmarks()
+        if b.mini_data is not None and b.available_at("mini")
     }
+    ordered: dict[str, MiniDataset] = {}
 
+    def visit(key: str, path: tuple[str, ...] = ()) -> None:
+        if key in ordered or key not in declared:
+            return
+        if key in path:
+            raise RuntimeError(f"mini data of {' -> '.join((*path, key))} needs itself")
+        for need in declared[key].facts.needs:
+            visit(need, (*path, key))
+        ordered[key] = declared[key]
 
-def _verify_minigo_opponent(data_dir: Path) -> list[str]:
-    """minigo has no data to build; what its mini scale needs is a working GNU Go to play against."""
-    from trainperf.errors import TrainperfError
-    from trainperf.workloads.minigo import arena
-    from trainperf.workloads.minigo.workload import KOMI, MINI_SIZE
-
-    try:
-        arena.check_opponent(arena.Opponent(), MINI_SIZE, KOMI)
-    except TrainperfError as e:
-        return [str(e)]
-    return []
+    for key in declared:
+        visit(key)
+    return ordered
 
 
 def dataset_for(key: str) -> MiniDataset:
     datasets = mini_datasets()
     if key not in datasets:
+        registry.benchmark(key)  # an unknown key -> a clear error naming the benchmarks
         raise NotAvailableError(f"benchmark {key!r} has no mini dataset yet; available: {', '.join(datasets)}")
     return datasets[key]

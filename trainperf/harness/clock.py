@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from trainperf.harness.dist import DistContext
+from trainperf.dist import DistContext
 
 
 def now_ms(dist: DistContext) -> float:

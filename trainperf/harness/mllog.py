@@ -17,16 +17,6 @@ from mlperf_logging.mllog import mllog as mllog_impl
 _ids = itertools.count()
 _ROOT = str(Path(__file__).resolve().parents[2]) + "/"  # log call sites relative to the package's parent
 
-# Keys trainperf adds to every log so that a log describes itself (scale, versions, machine); the
-# official checker ignores keys it has no rule for.
-TRAINPERF_KEYS = (
-    "trainperf_version",
-    "trainperf_scale",
-    "trainperf_division",
-    "trainperf_framework",
-    "trainperf_dry_run",
-)
-
 
 class RunLog:
     """MLLOG lines of one run; ``path`` is None on ranks other than 0."""
@@ -65,4 +55,4 @@ class RunLog:
         self._handlers.clear()
 
 
-__all__ = ["RunLog", "constants", "TRAINPERF_KEYS"]
+__all__ = ["RunLog", "constants"]

@@ -13,7 +13,7 @@ from trainperf.spec import BenchmarkSpec
 
 
 class ProgressBar(RunObserver):
-    """One bar per run: epoch, samples/s, loss and the last evaluated quality."""
+    """One bar per run: progress in the spec's unit, samples/s, loss and the last evaluated quality."""
 
     def __init__(self, console: Console, label: str) -> None:
         self.console = console
@@ -24,14 +24,15 @@ class ProgressBar(RunObserver):
         self._samples = 0
         self._t0 = 0.0
         self._quality = math.nan
-        self._steps_per_epoch = 1
+        self._unit = "epochs"
+        self._loss: float | None = None
 
-    def run_started(self, spec: BenchmarkSpec, total_steps: int, steps_per_epoch: int) -> None:
+    def run_started(self, spec: BenchmarkSpec, total: float) -> None:
         self._metric = spec.metric
         self._target = spec.target_text
+        self._unit = spec.unit
         self._t0 = time.perf_counter()
         self._samples = 0
-        self._steps_per_epoch = max(1, steps_per_epoch)
         if not self.enabled:
             return
         self._progress = Progress(
@@ -43,28 +44,29 @@ class ProgressBar(RunObserver):
             transient=True,
         )
         self._progress.start()
-        self._task = self._progress.add_task(self.label, total=total_steps, info="starting")
+        self._task = self._progress.add_task(self.label, total=total, info="starting")
 
-    def _info(self, loss: float | None = None) -> str:
+    def _info(self) -> str:
         dt = max(time.perf_counter() - self._t0, 1e-9)
         done = self._progress.tasks[0].completed if self._progress else 0
-        parts = [f"epoch {done / self._steps_per_epoch:.2f}", f"{self._samples / dt:,.0f} samples/s"]
-        if loss is not None:
-            parts.append(f"loss {loss:.3f}")
+        parts = [f"{done:,.4g} {self._unit}", f"{self._samples / dt:,.0f} samples/s"]
+        if self._loss is not None:
+            parts.append(f"loss {self._loss:.3f}")
         q = "–" if math.isnan(self._quality) else f"{self._quality:.4f}"
         parts.append(f"{self._metric} {q} (target {self._target})")
         return "  ".join(parts)
 
-    def step(self, samples: int, loss: float) -> None:
+    def step(self, samples: int, progress: float, loss: float | None) -> None:
         self._samples += samples
+        if loss is not None:
+            self._loss = loss
         if self._progress is not None:
-            self._progress.update(self._task, advance=1)
-            self._progress.update(self._task, info=self._info(loss))
+            self._progress.update(self._task, completed=progress, info=self._info())
 
-    def evaluated(self, epoch: float, quality: float) -> None:
+    def evaluated(self, progress: float, quality: float) -> None:
         self._quality = quality
         if self._progress is not None:
-            self._progress.update(self._task, info=self._info())
+            self._progress.update(self._task, completed=progress, info=self._info())
 
     def run_stopped(self, outcome: RunOutcome | None) -> None:
         if self._progress is not None:

@@ -1,19 +1,24 @@
 """One timed run, in MLPerf's order.
 
-``cache_clear`` -> ``init_start`` -> build everything (untimed, at most ``spec.max_init_minutes``) ->
-``init_stop`` -> ``run_start`` (before any training sample is touched) -> blocks of training and
-evaluation -> ``run_stop`` with status ``success`` (target reached) or ``aborted`` (budget spent, dry
-run, or interrupted). The result is ``run_stop - run_start``; both are read after the device has
-synchronized, as the maximum over ranks.
+``cache_clear`` -> ``init_start`` -> check the files and build the model (untimed, at most
+``spec.max_init_minutes``) -> ``init_stop`` -> ``run_start`` -> read the data, build the optimizer ->
+blocks of training and evaluation, counted in the spec's progress unit -> ``run_stop`` with status
+``success`` (target reached) or ``aborted`` (budget spent, dry run, or interrupted). The result is
+``run_stop - run_start``; both are read after the device has synchronized, as the maximum over ranks.
+
+The harness owns the step (:mod:`trainperf.harness.steps`), the clock, every log line and the global
+torch state; the workload gives losses and evaluations.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 import random
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,11 +27,15 @@ import numpy as np
 import torch
 
 import trainperf
-from trainperf.errors import RuleError, RunInterrupted
+from trainperf import seeds
+from trainperf.dist import DistContext
+from trainperf.errors import RuleError, RunInterrupted, UsageError
 from trainperf.harness import clock
-from trainperf.harness.dist import DistContext
 from trainperf.harness.mllog import RunLog, constants
-from trainperf.spec import BenchmarkSpec, RunConfig, Workload
+from trainperf.harness.schedule import Schedule
+from trainperf.harness.steps import Stepper
+from trainperf.harness.torch_state import torch_state
+from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
 
 DRY_RUN_STEPS = 3  # a dry run checks the whole path at full size, not convergence
 
@@ -46,15 +55,17 @@ class RunOutcome:
     scale: str
     seed: int
     status: str  # "success" or "aborted"
-    reason: str  # "target", "epoch budget", "time budget", "dry run", "interrupted"
+    reason: str  # "target", "progress budget", "time budget", "dry run", "interrupted"
     minutes: float
-    epochs: float
-    quality: float
-    curve: list[tuple[float, float, float]] = field(default_factory=list)  # (minutes, epoch, quality)
+    unit: str  # the spec's progress unit
+    progress: float  # in ``unit`` when the run stopped
+    quality: float  # the headline field of the last evaluation
+    curve: list[tuple[float, float, float]] = field(default_factory=list)  # (minutes, progress, quality)
     init_seconds: float = 0.0
-    harness_overhead: float = 0.0  # fraction of time-to-train spent outside the workload
+    load_seconds: float = 0.0  # reading the data, on the clock
+    harness_overhead: float = 0.0  # fraction of time-to-train spent outside the workload and the step
     peak_rss_mib: float = 0.0
-    samples_per_second: float = 0.0
+    samples_per_second: float = 0.0  # training samples (optimizer steps x global batch) per second
     energy_joules: float | None = None  # None: not measured (no RAPL or NVML on this machine)
     energy_note: str = "not measured"
 
@@ -66,9 +77,14 @@ class RunOutcome:
 class RunObserver:
     """What the harness tells a progress display; the default shows nothing."""
 
-    def run_started(self, spec: BenchmarkSpec, total_steps: int, steps_per_epoch: int) -> None: ...
-    def step(self, samples: int, loss: float) -> None: ...
-    def evaluated(self, epoch: float, quality: float) -> None: ...
+    def run_started(self, spec: BenchmarkSpec, total: float) -> None:
+        """``total``: the budget in the spec's unit."""
+
+    def step(self, samples: int, progress: float, loss: float | None) -> None:
+        """One optimizer step; ``loss`` is read back only every few steps (else None)."""
+
+    def evaluated(self, progress: float, quality: float) -> None: ...
+
     def run_stopped(self, outcome: RunOutcome | None) -> None:
         """The run ended (``None``: interrupted)."""
 
@@ -94,8 +110,9 @@ def _drop_caches() -> bool:
 
 
 def execute_run(
-    workload_cls: Callable[..., Workload],
+    workload_cls: type[Workload],
     spec: BenchmarkSpec,
+    recipe: Recipe,
     config: RunConfig,
     *,
     log: RunLog,
@@ -105,160 +122,239 @@ def execute_run(
     observer: RunObserver | None = None,
     drop_caches: bool = False,
 ) -> RunOutcome:
-    """Execute one timed run and log it; Ctrl-C logs ``run_stop`` aborted and raises RunInterrupted."""
-    obs = observer or RunObserver()
-    cleared = _drop_caches() if drop_caches else False
-    log.event(constants.CACHE_CLEAR, value=cleared)
-    log.start(constants.INIT_START)
-    init_t0 = time.perf_counter()
-    log.event(constants.SUBMISSION_BENCHMARK, spec.key)
-    log.event(constants.SUBMISSION_ORG, submission.org)
-    log.event(constants.SUBMISSION_DIVISION, _mlperf_division(spec, config))
-    log.event(constants.SUBMISSION_STATUS, submission.status)
-    log.event(constants.SUBMISSION_PLATFORM, submission.platform)
-    log.event("trainperf_version", trainperf.__version__)
-    log.event("trainperf_scale", spec.scale)
-    log.event("trainperf_division", config.division)
-    log.event("trainperf_framework", f"PyTorch {torch.__version__}")
-    log.event("trainperf_dry_run", config.dry_run)
-    log.event("trainperf_world_size", dist.world_size)
-    log.event("trainperf_overrides", dict(config.overrides))  # hyperparameters changed from the default recipe
-    log.event(constants.SEED, config.seed)
+    """Execute one timed run and log it; Ctrl-C logs ``run_stop`` aborted and raises RunInterrupted.
 
-    seed_everything(config.seed + dist.rank)
-    workload = workload_cls(spec, config, data_dir=data_dir, dist=dist)
-    workload.prepare()
-    seed_everything(config.seed)  # identical initial weights on every rank
-    model = workload.build_model().to(dist.device)
-    for name in getattr(workload, "initialized_tensors", lambda m: [])(model):
-        log.event(constants.WEIGHTS_INITIALIZATION, metadata={"tensor": name})
-    if dist.distributed:
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[dist.local_rank] if dist.device.type == "cuda" else None
+    The workload runs under its declared torch state, restored afterwards, and is always closed.
+    """
+    if config.dry_run:
+        recipe = dry_run_recipe(workload_cls, spec, recipe, dist)
+    check_batch(workload_cls, spec, recipe, dist)
+    with torch_state(workload_cls.TORCH_STATE):
+        workload = workload_cls(spec, recipe, config, data_dir=data_dir, dist=dist)
+        try:
+            return _Run(workload, log, observer or RunObserver()).execute(submission, drop_caches)
+        finally:
+            workload.close()
+
+
+def dry_run_recipe(workload_cls: type[Workload], spec: BenchmarkSpec, recipe: Recipe, dist: DistContext) -> Recipe:
+    """A reference dry run trains the full-size model on small synthetic micro-batches (CPU-sized)."""
+    local = workload_cls.DRY_RUN_LOCAL_BATCH
+    if spec.scale != "reference" or not local:
+        return recipe
+    batch = local * dist.world_size * recipe.gradient_accumulation_steps
+    return dataclasses.replace(recipe, **{workload_cls.BATCH_FIELD: batch})
+
+
+def check_batch(workload_cls: type[Workload], spec: BenchmarkSpec, recipe: Recipe, dist: DistContext) -> None:
+    """The batch divides into ranks and accumulation steps; a single-process workload runs in one process."""
+    if workload_cls.SINGLE_PROCESS and dist.world_size > 1:
+        raise UsageError(f"{spec.key} runs in one process (it starts its own workers); run it without --nproc")
+    batch = getattr(recipe, workload_cls.BATCH_FIELD)
+    parts = dist.world_size * recipe.gradient_accumulation_steps
+    if batch % parts:
+        raise UsageError(
+            f"{spec.key}: {workload_cls.BATCH_FIELD} {batch} is not divisible by {dist.world_size} process(es) x "
+            f"{recipe.gradient_accumulation_steps} accumulation step(s); choose a process count or "
+            "gradient_accumulation_steps that divides it"
         )
-    optimizer, scheduler = workload.build_optimizer(model)
-    hparams = workload.hparams()
-    missing = [k for k in spec.hparam_keys if k not in hparams]
-    if missing:
-        raise RuleError(f"{spec.key}: the workload does not report hyperparameters {missing}")
-    log.event(constants.GLOBAL_BATCH_SIZE, workload.global_batch_size)
-    log.event(constants.GRADIENT_ACCUMULATION_STEPS, 1)
-    log.event(constants.TRAIN_SAMPLES, workload.train_samples)
-    log.event(constants.EVAL_SAMPLES, workload.eval_samples)
-    for key, value in hparams.items():
-        if key not in (constants.GLOBAL_BATCH_SIZE,):
-            log.event(key, value)
-    init_seconds = dist.all_reduce([time.perf_counter() - init_t0], op="max")[0]
-    if init_seconds > spec.max_init_minutes * 60:
-        log.end(constants.INIT_STOP)
-        raise RuleError(
-            f"{spec.key}: initialization took {init_seconds / 60:.1f} min, over the "
-            f"{spec.max_init_minutes:g}-minute limit of the rules; prepare the data beforehand "
-            "(`trainperf data prepare`) or use faster storage"
-        )
-    log.end(constants.INIT_STOP)
 
-    steps_per_epoch = workload.steps_per_epoch
-    block_steps = DRY_RUN_STEPS if config.dry_run else max(1, round(spec.eval_every_epochs * steps_per_epoch))
-    max_steps = DRY_RUN_STEPS if config.dry_run else math.ceil(spec.max_epochs * steps_per_epoch)
-    inside = 0.0  # seconds spent inside the workload (training and evaluation)
-    curve: list[tuple[float, float, float]] = []
-    steps = 0
-    quality = math.nan
-    status, reason = "aborted", "epoch budget"
-    run_started = False
-    meter = None
 
-    def progress(samples: int, loss: float) -> None:
-        obs.step(samples, loss)
+class _Run:
+    """The state of one run; :meth:`execute` reads top to bottom in MLPerf's order."""
 
-    try:
-        start_ms = round(clock.now_ms(dist))
-        log.start(constants.RUN_START, time_ms=start_ms)
-        run_started = True
-        meter = _energy_meter(dist)
-        wall0 = time.perf_counter()
-        obs.run_started(spec, max_steps, steps_per_epoch)
-        while steps < max_steps:
-            block_end = min(steps + block_steps, max_steps)
-            first_epoch = steps / steps_per_epoch
-            log.start(
-                constants.BLOCK_START,
-                metadata={
-                    "first_epoch_num": _epoch_num(1 + first_epoch),
-                    "epoch_count": _epoch_num((block_end - steps) / steps_per_epoch),
-                },
+    def __init__(self, workload: Workload, log: RunLog, obs: RunObserver) -> None:
+        self.w, self.log, self.obs = workload, log, obs
+        self.spec, self.config, self.dist = workload.spec, workload.config, workload.dist
+        self.curve: list[tuple[float, float, float]] = []
+        self.inside = 0.0  # seconds inside the workload and the step (training and evaluation)
+        self.quality = math.nan
+        self.meter = None
+
+    def execute(self, submission: Submission, drop_caches: bool) -> RunOutcome:
+        w, log, dist = self.w, self.log, self.dist
+        log.event(constants.CACHE_CLEAR, value=_drop_caches() if drop_caches else False)
+        log.start(constants.INIT_START)
+        init_t0 = time.perf_counter()
+        self._log_header(submission)
+        seed_everything(seeds.derive(self.config.seed, dist.rank))
+        if not self.config.dry_run:  # a dry run reads no data
+            w.prepare()
+        seed_everything(self.config.seed)  # identical initial weights on every rank
+        model = w.build_model()
+        for name in w.reference_tensor_names(model):
+            log.event(constants.WEIGHTS_INITIALIZATION, metadata={"tensor": name})
+        model = w.parallelize(model)
+        init_seconds = self._end_init(init_t0)
+        run_started = False
+        try:
+            start_ms = round(clock.now_ms(dist))
+            log.start(constants.RUN_START, time_ms=start_ms)
+            run_started = True
+            wall0 = time.perf_counter()
+            self.meter = _energy_meter(dist)
+            load_seconds = self._load(model)
+            status, reason, stepper = self._train_until_done(model, wall0)
+        except KeyboardInterrupt:
+            self.obs.run_stopped(None)
+            if self.meter is not None:
+                self.meter.stop()
+            if run_started:
+                log.end(constants.RUN_STOP, metadata={"status": "aborted"}, time_ms=round(clock.local_ms()))
+            raise RunInterrupted(
+                f"{self.spec.key}: run interrupted by the user; logged as aborted, not counted"
+            ) from None
+        return self._finish(start_ms, wall0, status, reason, stepper, init_seconds, load_seconds)
+
+    # --- the parts of a run, in order ----------------------------------------------------------------
+    def _log_header(self, submission: Submission) -> None:
+        log, spec, config = self.log, self.spec, self.config
+        log.event(constants.SUBMISSION_BENCHMARK, spec.key)
+        log.event(constants.SUBMISSION_ORG, submission.org)
+        # Mini runs are logged as MLPerf division "open": the v2.0 closed rule files enforce the reference
+        # targets. trainperf's own division is logged separately as ``trainperf_division``.
+        log.event(constants.SUBMISSION_DIVISION, config.division if spec.scale == "reference" else "open")
+        log.event(constants.SUBMISSION_STATUS, submission.status)
+        log.event(constants.SUBMISSION_PLATFORM, submission.platform)
+        log.event("trainperf_version", trainperf.__version__)
+        log.event("trainperf_scale", spec.scale)
+        log.event("trainperf_division", config.division)
+        log.event("trainperf_framework", f"PyTorch {torch.__version__}")
+        log.event("trainperf_dry_run", config.dry_run)
+        log.event("trainperf_world_size", self.dist.world_size)
+        log.event("trainperf_progress_unit", spec.unit)
+        log.event("trainperf_overrides", dict(config.overrides))  # hyperparameters changed from the default recipe
+        log.event(constants.SEED, config.seed)
+
+    def _end_init(self, init_t0: float) -> float:
+        init_seconds = self.dist.all_reduce([time.perf_counter() - init_t0], op="max")[0]
+        self.log.end(constants.INIT_STOP)
+        if init_seconds > self.spec.max_init_minutes * 60:
+            raise RuleError(
+                f"{self.spec.key}: initialization took {init_seconds / 60:.1f} min, over the "
+                f"{self.spec.max_init_minutes:g}-minute limit of the rules; prepare the data beforehand "
+                "(`trainperf data prepare`) or use faster storage"
             )
-            while steps < block_end:  # pieces that end at epoch boundaries or at the block's end
-                epoch_index = steps // steps_per_epoch
-                piece_end = min((epoch_index + 1) * steps_per_epoch, block_end)
-                if steps % steps_per_epoch == 0:
-                    log.start(constants.EPOCH_START, metadata={"epoch_num": epoch_index + 1})
-                t = time.perf_counter()
-                workload.train_steps(model, optimizer, scheduler, piece_end - steps, progress)
-                inside += time.perf_counter() - t
-                steps = piece_end
-                if steps % steps_per_epoch == 0:
-                    log.end(constants.EPOCH_STOP, metadata={"epoch_num": epoch_index + 1})
-            epoch = steps / steps_per_epoch
-            log.end(constants.BLOCK_STOP, metadata={"first_epoch_num": _epoch_num(1 + first_epoch)})
-            log.start(constants.EVAL_START, metadata={"epoch_num": _epoch_num(epoch)})
+        return init_seconds
+
+    def _load(self, model: torch.nn.Module) -> float:
+        """On the clock: read the data, build the optimizer, log the sizes and hyperparameters."""
+        w, log = self.w, self.log
+        t = time.perf_counter()
+        if not self.config.dry_run:
+            w.load_data()
+        load_seconds = time.perf_counter() - t
+        self.optimizer, self.scheduler = w.build_optimizer(model)
+        hparams = w.hparams()
+        missing = [k for k in self.spec.hparam_keys if k not in hparams]
+        if missing:
+            raise RuleError(f"{self.spec.key}: the workload does not report hyperparameters {missing}")
+        log.event(constants.GLOBAL_BATCH_SIZE, w.global_batch_size)
+        log.event(constants.GRADIENT_ACCUMULATION_STEPS, w.recipe.gradient_accumulation_steps)
+        log.event(constants.TRAIN_SAMPLES, w.train_samples)
+        log.event(constants.EVAL_SAMPLES, w.eval_samples)
+        for key, value in hparams.items():
+            if key != constants.GLOBAL_BATCH_SIZE:
+                log.event(key, value)
+        self.inside += load_seconds
+        return load_seconds
+
+    def _train_until_done(self, model: torch.nn.Module, wall0: float) -> tuple[str, str, Stepper]:
+        """Blocks of training, each followed by an evaluation, until the target or a budget."""
+        w, spec = self.w, self.spec
+        schedule = Schedule.for_run(spec, w, dry_run_steps=DRY_RUN_STEPS if self.config.dry_run else None)
+        stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule)
+        batches = None if schedule.by_generation else self._batches()
+        self.obs.run_started(spec, schedule.points[-1])
+        for point in schedule.points:
+            done = stepper.progress
+            first = schedule.logged_first(done)
+            self.log.start(
+                constants.BLOCK_START,
+                metadata={"first_epoch_num": first, "epoch_count": schedule.logged_count(point - done)},
+            )
             t = time.perf_counter()
-            value = workload.evaluate(model)  # a float, or a dict for a multi-field metric (maskrcnn)
-            value = {k: float(v) for k, v in value.items()} if isinstance(value, dict) else float(value)
-            quality = spec.headline(value)
-            inside += time.perf_counter() - t
-            log.end(constants.EVAL_STOP, metadata={"epoch_num": _epoch_num(epoch)})
-            log.event(constants.EVAL_ACCURACY, value=value, metadata={"epoch_num": _epoch_num(epoch)})
-            elapsed_min = (time.perf_counter() - wall0) / 60
-            curve.append((elapsed_min, epoch, quality))
-            obs.evaluated(epoch, quality)
+            if schedule.by_generation:
+                while stepper.progress < point:
+                    stepper.train_generation(w.generation_batches(model, round(stepper.progress) + 1))
+            else:
+                stepper.train_until(schedule.steps_at(point), batches, self.log)
+            self.inside += time.perf_counter() - t
+            self.log.end(constants.BLOCK_STOP, metadata={"first_epoch_num": first})
+            value = self._evaluate(model, stepper.progress, wall0)
             if spec.reached(value):
-                status, reason = "success", "target"
-                break
-            if config.dry_run:
-                reason = "dry run"
-                break
-            if elapsed_min >= spec.max_minutes:
-                reason = "time budget"
-                break
-    except KeyboardInterrupt:
-        obs.run_stopped(None)
-        if meter is not None:
-            meter.stop()
-        if run_started:
-            log.end(constants.RUN_STOP, metadata={"status": "aborted"}, time_ms=round(clock.local_ms()))
-        raise RunInterrupted(f"{spec.key}: run interrupted by the user; logged as aborted, not counted") from None
-    reading = meter.stop() if meter is not None else None
-    stop_ms = round(clock.now_ms(dist))
-    total = time.perf_counter() - wall0
-    if reading is not None:
-        log.event(
-            "trainperf_energy_joules",
-            value=reading.joules,
-            metadata={"sources": list(reading.sources), "samples": reading.samples, "note": reading.note},
+                return "success", "target", stepper
+            if self.config.dry_run:
+                return "aborted", "dry run", stepper
+            if (time.perf_counter() - wall0) / 60 >= spec.max_minutes:
+                return "aborted", "time budget", stepper
+        return "aborted", "progress budget", stepper
+
+    def _batches(self) -> Iterator[Any]:
+        if self.config.dry_run:
+            return itertools.repeat(self.w.synthetic_batch())
+        return iter(self.w.train_batches())
+
+    def _evaluate(self, model: torch.nn.Module, point: float, wall0: float) -> dict[str, float]:
+        spec, log = self.spec, self.log
+        num = _logged_number(point)
+        log.start(constants.EVAL_START, metadata={"epoch_num": num})
+        t = time.perf_counter()
+        raw = self.w.dry_run_evaluate(model) if self.config.dry_run else self.w.evaluate(model)
+        value = {k: float(v) for k, v in raw.items()}
+        missing = [f for f, _ in spec.fields if f not in value]
+        if missing:
+            raise RuntimeError(f"{spec.key}: evaluation returned {sorted(value)}, without the field(s) {missing}")
+        self.inside += time.perf_counter() - t
+        log.end(constants.EVAL_STOP, metadata={"epoch_num": num})
+        log.event(constants.EVAL_ACCURACY, value=spec.logged_value(value), metadata={"epoch_num": num})
+        self.quality = spec.headline(value)
+        self.curve.append(((time.perf_counter() - wall0) / 60, point, self.quality))
+        self.obs.evaluated(point, self.quality)
+        return value
+
+    def _finish(
+        self,
+        start_ms: int,
+        wall0: float,
+        status: str,
+        reason: str,
+        stepper: Stepper,
+        init_seconds: float,
+        load_seconds: float,
+    ) -> RunOutcome:
+        reading = self.meter.stop() if self.meter is not None else None
+        stop_ms = round(clock.now_ms(self.dist))
+        total = time.perf_counter() - wall0
+        if reading is not None:
+            self.log.event(
+                "trainperf_energy_joules",
+                value=reading.joules,
+                metadata={"sources": list(reading.sources), "samples": reading.samples, "note": reading.note},
+            )
+        self.log.end(constants.RUN_STOP, metadata={"status": status}, time_ms=stop_ms)
+        samples = stepper.optimizer_steps * self.w.global_batch_size
+        outcome = RunOutcome(
+            benchmark=self.spec.key,
+            scale=self.spec.scale,
+            seed=self.config.seed,
+            status=status,
+            reason=reason,
+            minutes=(stop_ms - start_ms) / 60000.0,
+            unit=self.spec.unit,
+            progress=stepper.progress,
+            quality=self.quality,
+            curve=self.curve,
+            init_seconds=init_seconds,
+            load_seconds=load_seconds,
+            harness_overhead=max(0.0, (total - self.inside) / total) if total > 0 else 0.0,
+            peak_rss_mib=_peak_rss_mib(),
+            samples_per_second=samples / total if total > 0 else 0.0,
+            energy_joules=reading.joules if reading is not None else None,
+            energy_note=reading.note if reading is not None else "not measured on this rank",
         )
-    log.end(constants.RUN_STOP, metadata={"status": status}, time_ms=stop_ms)
-    samples = steps * workload.global_batch_size
-    outcome = RunOutcome(
-        benchmark=spec.key,
-        scale=spec.scale,
-        seed=config.seed,
-        status=status,
-        reason=reason,
-        minutes=(stop_ms - start_ms) / 60000.0,
-        epochs=steps / steps_per_epoch,
-        quality=quality,
-        curve=curve,
-        init_seconds=init_seconds,
-        harness_overhead=max(0.0, (total - inside) / total) if total > 0 else 0.0,
-        peak_rss_mib=_peak_rss_mib(),
-        samples_per_second=samples / total if total > 0 else 0.0,
-        energy_joules=reading.joules if reading is not None else None,
-        energy_note=reading.note if reading is not None else "not measured on this rank",
-    )
-    obs.run_stopped(outcome)
-    return outcome
+        self.obs.run_stopped(outcome)
+        return outcome
 
 
 def _energy_meter(dist: DistContext):
@@ -275,13 +371,7 @@ def _energy_meter(dist: DistContext):
     return meter
 
 
-def _mlperf_division(spec: BenchmarkSpec, config: RunConfig) -> str:
-    # Mini runs are logged as MLPerf division "open": the v2.0 closed rule files enforce the reference
-    # targets. trainperf's own division is logged separately as ``trainperf_division``.
-    return config.division if spec.scale == "reference" else "open"
-
-
-def _epoch_num(epochs: float) -> Any:
-    """Whole epochs as int, fractions as float with six significant digits (a dry run's tiny block stays > 0)."""
-    r = float(f"{epochs:.6g}")
+def _logged_number(x: float) -> Any:
+    """Whole numbers as int, fractions as float with six significant digits (a dry run's tiny block stays > 0)."""
+    r = float(f"{x:.6g}")
     return int(r) if r == int(r) else r

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from trainperf import registry
+from trainperf.dist import DistContext
 from trainperf.errors import ResultsError, RunInterrupted, TrainperfError
 from trainperf.fileio import atomic_write_text
-from trainperf.harness.dist import DistContext
 from trainperf.harness.mllog import RunLog
-from trainperf.harness.results import parse_run
 from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
+from trainperf.results import parse_run
 from trainperf.rules.closed import check_overrides
 from trainperf.scoring import Score, score_results
 from trainperf.spec import RunConfig
@@ -116,19 +116,21 @@ def run_suite(
     observer_for: Any = None,
 ) -> list[BenchmarkSummary]:
     """Run (or resume) every benchmark's runs; write result files and the summary on rank 0."""
-    from trainperf.submission.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
+    from trainperf.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
 
     overrides = dict(options.overrides)
+    recipes = {}
     for key in options.benchmarks:  # rules are checked before anything runs or is written
-        cls = registry.workload_class(key)
+        default = registry.default_recipe(key, options.scale)
         check_overrides(
             key,
             options.scale,
             options.division,
-            cls.default_recipe(options.scale),
-            cls.CLOSED_RULES.get(options.scale, {}),
+            default.as_dict(),
+            registry.benchmark(key).closed_rules.get(options.scale, {}),
             overrides,
         )
+        recipes[key] = default.with_overrides(overrides)
     system = options.system_name or default_system_name(nodes=1)
     if dist.is_main:
         _check_out_folder(options.out, system, options.scale)
@@ -168,6 +170,7 @@ def run_suite(
                 outcome = execute_run(
                     cls,
                     spec,
+                    recipes[key],
                     config,
                     log=log,
                     submission=submission,

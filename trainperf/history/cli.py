@@ -96,7 +96,7 @@ def cmd_speedup(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([dataclasses.asdict(r) for r in rows])
     else:
-        change = query.REDEFINED.get(rows[0].benchmark)
+        change = query.redefined().get(rows[0].benchmark)
         restarted = change is not None and len({r.baseline_round for r in rows}) > 1
         note = f"; the baseline restarts in {change[0]}: {change[1]}" if restarted else ""
         table = _table(
@@ -233,7 +233,7 @@ def add_parser(subparsers: Any) -> None:
         "(--single-node) on one node of 8 accelerators.",
     )
     f.add_argument("--round", default=None, help="one round, e.g. v2.0 (default: all)")
-    f.add_argument("--benchmark", default=None, help="one benchmark key, e.g. resnet (default: all)")
+    f.add_argument("--benchmark", default=None, help="one benchmark key (default: all)")
     f.add_argument("--linear", action="store_true", help="draw the chart on a linear minutes axis (default: log)")
     f.set_defaults(func=cmd_fastest)
 
@@ -245,7 +245,11 @@ def add_parser(subparsers: Any) -> None:
         "round with a score (restarted where the benchmark changed its task under the same key).",
     )
     s.add_argument("org", metavar="ORG", help="submitting organization, e.g. NVIDIA (any letter case)")
-    s.add_argument("benchmark", metavar="BENCHMARK", help="benchmark key, e.g. bert")
+    s.add_argument(
+        "benchmark",
+        metavar="BENCHMARK",
+        help="benchmark key as the published results name it (see `trainperf history fastest`)",
+    )
     s.set_defaults(func=cmd_speedup)
 
     a = sub.add_parser(
@@ -255,7 +259,11 @@ def add_parser(subparsers: Any) -> None:
         description="Per accelerator model: its fastest result in one round, that result's accelerator count "
         "and accelerator-minutes (minutes × accelerators), sorted by accelerator-minutes.",
     )
-    a.add_argument("benchmark", metavar="BENCHMARK", help="benchmark key, e.g. resnet")
+    a.add_argument(
+        "benchmark",
+        metavar="BENCHMARK",
+        help="benchmark key as the published results name it (see `trainperf history fastest`)",
+    )
     a.add_argument("--round", default=None, help="round, e.g. v3.0 (default: the benchmark's latest)")
     a.set_defaults(func=cmd_per_accelerator)
 
@@ -266,7 +274,11 @@ def add_parser(subparsers: Any) -> None:
         description="Where MINUTES of a reference-scale BENCHMARK would rank among the published results of one "
         "round (default: the benchmark's latest). Mini-scale results are refused: they are not comparable.",
     )
-    p.add_argument("benchmark", metavar="BENCHMARK", help="benchmark key, e.g. resnet")
+    p.add_argument(
+        "benchmark",
+        metavar="BENCHMARK",
+        help="benchmark key as the published results name it (see `trainperf history fastest`)",
+    )
     p.add_argument("minutes", metavar="MINUTES", type=float, help="your score in minutes")
     p.add_argument("--n-acc", type=int, default=None, help="compare only with results on this many accelerators")
     p.add_argument("--scale", choices=("reference", "mini"), default="reference", help="the scale of your result")

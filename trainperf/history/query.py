@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import functools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -25,18 +26,34 @@ COLUMNS = (
 )  # fmt: skip
 _REQUIRED = ("round", "org", "system", "benchmark")  # a row without these names nothing
 
-# v0.6: Google named its Mask R-CNN results folder `mask`; every other submitter used `maskrcnn`.
-BENCHMARK_ALIASES = {"mask": "maskrcnn"}
+
+@functools.cache
+def _history_facts() -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """(alias -> key, key -> (round, what changed)), from each benchmark's ``history_*`` facts."""
+    from trainperf import registry
+
+    aliases, redefined = {}, {}
+    for bench in registry.all_benchmarks():
+        aliases.update({alias: bench.key for alias in bench.history_aliases})
+        if bench.history_redefined is not None:
+            redefined[bench.key] = bench.history_redefined
+    return aliases, redefined
+
+
+# Other names the published results use for a key, and keys whose task changed under the same name: (first
+# round of the new task, what changed). A speed-up across such a change would compare two different
+# benchmarks, so `speedup` restarts its baseline there.
+def benchmark_aliases() -> dict[str, str]:
+    return _history_facts()[0]
+
+
+def redefined() -> dict[str, tuple[str, str]]:
+    return _history_facts()[1]
+
+
 _DIVISION_ALIASES = {"close": "closed"}  # the source also writes `Closed`, `Open` (lower-cased here)
 _NO_ACCELERATOR = {"n/a", "na", "none", "-", "?"}
 
-# Keys whose task changed under the same name: (first round of the new task, what changed). A speed-up
-# across such a change would compare two different benchmarks, so `speedup` restarts its baseline there.
-REDEFINED: dict[str, tuple[str, str]] = {
-    "minigo": ("v0.7", "9x9 Go until v0.6, 19x19 from v0.7"),
-    "bert": ("v1.0", "masked-LM target 0.712 in v0.7, 0.720 from v1.0"),
-    "ssd": ("v2.0", "SSD-ResNet34 on COCO until v1.1, RetinaNet on OpenImages from v2.0 (`retinanet` from v5.0)"),
-}
 
 DIVISIONS = ("closed", "open", "any")
 SCOPES = ("any", "single-node-8")
@@ -155,7 +172,7 @@ def _row_to_result(row: dict, where: str) -> Result:
     accelerator = cells["accelerator"]
     cells.update(
         round=cells["round"].lower(),
-        benchmark=BENCHMARK_ALIASES.get(benchmark, benchmark),
+        benchmark=benchmark_aliases().get(benchmark, benchmark),
         division=_DIVISION_ALIASES.get(division, division) or None,
         accelerator=None if accelerator is None or accelerator.lower() in _NO_ACCELERATOR else accelerator,
     )
@@ -201,7 +218,7 @@ def _choice(value: str, valid: Sequence[str], what: str) -> str:
 
 def _check_benchmark(results: Sequence[Result], benchmark: str) -> str:
     key = benchmark.strip().lower()
-    key = BENCHMARK_ALIASES.get(key, key)
+    key = benchmark_aliases().get(key, key)
     known = {r.benchmark for r in results}
     if key not in known:
         raise UsageError(f"unknown benchmark {benchmark!r}; {_close(key, known)}")
@@ -270,7 +287,7 @@ def fastest(
 
 def era_start(benchmark: str, round: str) -> str | None:
     """The round where `benchmark` took the task it has in `round` (None: unchanged since it began)."""
-    change = REDEFINED.get(benchmark)
+    change = redefined().get(benchmark)
     return change[0] if change and round_key(round) >= round_key(change[0]) else None
 
 
@@ -284,7 +301,7 @@ def speedup(
 ) -> list[SpeedupRow]:
     """Per round, the org's best score and its speed-up over the org's first round with a score.
 
-    Where the benchmark changed its task under the same key (see REDEFINED), the baseline restarts at the
+    Where the benchmark changed its task under the same key (see ``redefined()``), the baseline restarts at the
     first round of the new task: each row names its `baseline_round`.
     """
     _choice(scope, SCOPES, "scope")

@@ -17,15 +17,13 @@ from typing import Any
 
 from trainperf import registry
 from trainperf.errors import ResultsError, TrainperfError
-from trainperf.harness.results import parse_run, read_mllog
+from trainperf.results import parse_run, read_mllog
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES
 
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
 _RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
-# When the registry lacks a benchmark: MLPerf Training v2.0's run counts (DESIGN.md), else 5 runs, drop 1.
-_MLPERF_RUNS = {"unet3d": (40, 4), "rnnt": (10, 1), "bert": (10, 1), "minigo": (10, 1)}
-FALLBACK_RUNS = (5, 1)
+FALLBACK_RUNS = (5, 1)  # an unknown benchmark key: 5 runs, drop 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +33,7 @@ class RunResult:
     seed: int | None
     status: str
     minutes: float
-    curve: list[tuple[float, float, float]]  # (minutes since run_start, epoch, quality)
+    curve: list[tuple[float, float, float]]  # (minutes since run_start, progress as logged in epoch_num, quality)
     energy_joules: float | None = None
     energy_note: str = "not measured"
 
@@ -185,7 +183,7 @@ def _collect_benchmark(
         required, dropped = spec.runs_required, spec.runs_dropped
         target, target_text, spec_note = spec.target, spec.target_text, ""
     except TrainperfError:
-        required, dropped = _MLPERF_RUNS.get(key, FALLBACK_RUNS)
+        required, dropped = registry.mlperf_runs(key) if key in registry.BENCHMARKS else FALLBACK_RUNS
         target, target_text = None, "unknown"
         spec_note = (
             f"trainperf has no {scale} spec for {key!r}: scored with {required} runs required, "

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from trainperf.errors import ResultsError, TrainperfError, UsageError
 from trainperf.fileio import atomic_write_text
+from trainperf.registry import BENCHMARKS
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect
-from trainperf.spec import BENCHMARKS
 
 Group = tuple[str, str, list[tuple[int, SystemResults, BenchmarkResults]]]  # benchmark, scale, (color, sys, res)
 _PNG = b"\x89PNG\r\n\x1a\n"

@@ -26,9 +26,15 @@ class Tunable:
             return isinstance(value, bool)
         if isinstance(default, (int, float)):
             return isinstance(value, (int, float)) and value > 0 and (isinstance(default, float) or value == int(value))
+        if isinstance(default, (list, tuple)):  # a list of numbers (boundaries, rates, decay steps)
+            return isinstance(value, (list, tuple)) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value
+            )
         return isinstance(value, type(default))
 
     def describe(self, default: Any) -> str:
+        if isinstance(default, (list, tuple)):
+            return "any list of positive numbers"
         return "any positive number" if isinstance(default, (int, float)) else f"any {type(default).__name__}"
 
 
@@ -79,7 +85,8 @@ class MultipleOf:
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs from the command line; VALUE is read as JSON (number, bool) or else kept as text."""
+    """``KEY=VALUE`` pairs from the command line; VALUE is read as JSON (number, bool, list, object) or else
+    kept as text. Whether the value fits the recipe is checked against the default (``Recipe.with_overrides``)."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -89,8 +96,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
-        if not isinstance(value, (int, float, str, bool)):
-            raise UsageError(f"--set {item!r}: the value must be a number, true/false or text")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"--set {item!r}: the value must be a finite number")
+        if value is None:
+            raise UsageError(f"--set {item!r}: the value must be a number, true/false, text, a list or an object")
         out[key.strip()] = value
     return out
 

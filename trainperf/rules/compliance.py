@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import DataError, NotAvailableError, UsageError
+from trainperf.registry import BENCHMARKS
 from trainperf.rules import mini_rules
-from trainperf.spec import BENCHMARKS, MLPERF_RULESET, SCALES
+from trainperf.spec import MLPERF_RULESET, SCALES
 
 CHECKER_MODULE = "mlperf_logging.compliance_checker"
 CHECKER_TIMEOUT_S = 120
@@ -116,6 +117,16 @@ def _short(names: list[str]) -> str:
     return shown + (f", ... and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
+def _metric_fields(benchmark: str | None) -> tuple[str, ...]:
+    """The fields of a benchmark's multi-field metric, as its reference spec (MLPerf's) declares; () for one number."""
+    if benchmark not in BENCHMARKS:
+        return ()
+    from trainperf import registry
+
+    spec = registry.benchmark(benchmark).specs.get("reference")
+    return tuple(f for f, _ in spec.field_targets) if spec is not None else ()
+
+
 def _preflight(lines: list[_Line], benchmark: str | None) -> list[str]:
     """Problems that crash the official checker, found before running it."""
     problems = []
@@ -134,11 +145,12 @@ def _preflight(lines: list[_Line], benchmark: str | None) -> list[str]:
             "MLLOG records must have the fields time_ms, key, value and metadata; incomplete "
             f"at line {_short(incomplete)}"
         )
+    fields = _metric_fields(benchmark)
     for lineno, rec in _records(lines, "eval_accuracy"):
         value = rec.get("value")
-        if benchmark == "maskrcnn":
-            ok = isinstance(value, dict) and all(_is_number(value.get(f)) for f in ("BBOX", "SEGM"))
-            need = "an object with numbers BBOX and SEGM"
+        if fields:  # a multi-field metric: MLPerf logs an object with a number per field
+            ok = isinstance(value, dict) and all(_is_number(value.get(f)) for f in fields)
+            need = f"an object with numbers {' and '.join(fields)}"
         else:
             ok = _is_number(value)
             need = "a number"

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from trainperf.errors import UsageError
 from trainperf.fileio import atomic_write_text
-from trainperf.spec import BENCHMARKS, MLPERF_RULESET, BenchmarkSpec
+from trainperf.registry import BENCHMARKS
+from trainperf.spec import MLPERF_RULESET, BenchmarkSpec
 
 RULES_DIR = Path(__file__).parent / "mini"
 OFFICIAL_COMMON = f"training_{MLPERF_RULESET}/common.yaml"
@@ -64,8 +65,8 @@ def _number(x: float) -> str:
 def quality_check(spec: BenchmarkSpec) -> str:
     """The ATLEAST_ONE_CHECK expression that one ``eval_accuracy`` line must pass to reach the target.
 
-    A multi-field metric (maskrcnn logs ``{'BBOX': .., 'SEGM': ..}``, as the official open_maskrcnn.yaml
-    requires) must reach every field's target in the same evaluation.
+    A multi-field metric (logged as an object such as ``{'BBOX': .., 'SEGM': ..}``, as the official rules
+    require) must reach every field's target in the same evaluation.
     """
     op = ">=" if spec.higher_is_better else "<="
     if not spec.field_targets:

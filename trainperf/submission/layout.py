@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainperf.errors import ResultsError
-from trainperf.spec import BENCHMARKS, MLPERF_RULESET
-from trainperf.submission.system import DIVISIONS, REQUIRED_FIELDS
+from trainperf.registry import BENCHMARKS
+from trainperf.spec import MLPERF_RULESET
+from trainperf.system import DIVISIONS, REQUIRED_FIELDS
 
 RESULT_GLOB = "result_*.txt"  # what the official tools read
 _MAX_DEPTH = 24  # an MLCommons package is 5 deep; code trees a little deeper

@@ -13,7 +13,7 @@ The package is the layout the official ``package_checker`` and ``result_summariz
 
 The package checker itself demands only ``systems/`` and ``results/``: one system description per
 ``results/<system>`` folder and exactly the rules' number of ``result_*.txt`` files per benchmark
-(5 for resnet); it reads ``benchmarks/`` only to list source files. MLPerf's submission rules ask for
+(the count `trainperf list` shows); it reads ``benchmarks/`` only to list source files. MLPerf's submission rules ask for
 the code under ``benchmarks/<benchmark>/implementations/<implementation>/``.
 
 Every log's ``submission_org`` must be the package's org. The package is built in a temporary folder
@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import NotAvailableError, ResultsError, UsageError
-from trainperf.harness.results import read_mllog
-from trainperf.spec import BENCHMARKS, MLPERF_RULESET
+from trainperf.registry import BENCHMARKS
+from trainperf.results import read_mllog
+from trainperf.spec import MLPERF_RULESET
 
 IMPLEMENTATION = "trainperf"
 RESULT_NAME = re.compile(r"^result_(\d+)\.txt$")

@@ -29,7 +29,7 @@ from typing import Any
 from mlperf_logging.benchmark_meta import get_result_file_counts
 
 from trainperf.errors import NotAvailableError, TrainperfError, UsageError
-from trainperf.harness.results import LoggedRun, parse_run, read_mllog
+from trainperf.results import LoggedRun, parse_run, read_mllog
 from trainperf.rules.compliance import TARGET_PROBLEM, check_log
 from trainperf.scoring import Score, score_results
 from trainperf.spec import MLPERF_RULESET
@@ -179,7 +179,10 @@ def _runs_required(bench: _Bench) -> tuple[int, int]:
     spec = _spec(bench)
     if spec is not None:
         return spec.runs_required, spec.runs_dropped
-    return get_result_file_counts(official.USAGE)[bench.benchmark], 4 if bench.benchmark == "unet3d" else 1
+    from trainperf import registry
+
+    _, dropped = registry.mlperf_runs(bench.benchmark)
+    return get_result_file_counts(official.USAGE)[bench.benchmark], dropped
 
 
 def _check_count(bench: _Bench) -> None:
@@ -290,8 +293,10 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) 
 def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[str, str]) -> None:
     """(d) the official rcp_checker against the official (reference) or trainperf's (mini) RCPs."""
     need, _ = _runs_required(bench)
-    if bench.benchmark == "minigo":
-        bench.rcp = "not applicable (MLPerf has no RCPs for minigo)"
+    from trainperf import registry
+
+    if not registry.benchmark(bench.benchmark).mlperf_rcps:
+        bench.rcp = f"not applicable (MLPerf has no RCPs for {bench.benchmark})"
         return
     if len(bench.runs) != need or any(
         not r.records

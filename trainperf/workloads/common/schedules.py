@@ -64,18 +64,18 @@ def linear_warmup(*, warmup_steps: int, warmup_factor: float):
     return multiplier
 
 
-def adamw_one_cycle(groups: list[dict[str, Any]], recipe: dict[str, Any], steps_per_epoch: int) -> tuple[Any, Any]:
+def adamw_one_cycle(groups: list[dict[str, Any]], recipe: Any, steps_per_epoch: int) -> tuple[Any, Any]:
     """The mini recipes' optimizer: AdamW with a one-cycle schedule planned over
     ``opt_learning_rate_schedule_epochs`` (warm-up ``opt_learning_rate_warmup_epochs``), held at its end value
     afterwards. Returns (optimizer, per-step scheduler)."""
     import torch
 
-    opt = torch.optim.AdamW(groups, lr=recipe["opt_base_learning_rate"])
-    total = max(2, round(recipe["opt_learning_rate_schedule_epochs"] * steps_per_epoch))
+    opt = torch.optim.AdamW(groups, lr=recipe.opt_base_learning_rate)
+    total = max(2, round(recipe.opt_learning_rate_schedule_epochs * steps_per_epoch))
     sched = torch.optim.lr_scheduler.OneCycleLR(
         opt,
-        max_lr=recipe["opt_base_learning_rate"],
+        max_lr=recipe.opt_base_learning_rate,
         total_steps=total,
-        pct_start=min(0.9, recipe["opt_learning_rate_warmup_epochs"] / recipe["opt_learning_rate_schedule_epochs"]),
+        pct_start=min(0.9, recipe.opt_learning_rate_warmup_epochs / recipe.opt_learning_rate_schedule_epochs),
     )
     return opt, HoldLast(sched, total)

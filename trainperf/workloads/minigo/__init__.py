@@ -1,1 +1,167 @@
-"""minigo: Go by self-play (MLPerf: 19x19 MiniGo; mini: small board against GNU Go)."""
+"""minigo: Go by self-play (MLPerf: 19x19 MiniGo; mini: a 5x5 board against GNU Go). Pure data.
+
+Progress is counted in **generations**: one generation is self-play games with tree search, then
+``train_steps_per_generation`` optimizer steps on positions drawn from the newest generations, and the
+harness evaluates after each generation (``eval_interval=1``).
+
+reference: 19x19, the MiniGo residual network (19 blocks x 256 filters), win rate >= 0.50 against the
+reference target checkpoint. mini: a small board against GNU Go through GTP, target calibrated by
+measurement (README.md beside this file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainperf.rules.closed import Tunable
+from trainperf.spec import GENERATIONS, Benchmark, BenchmarkSpec, MiniData, Recipe
+
+MINI_SIZE = 5  # board of the mini scale: 9x9 and 7x7 are out of reach in minutes (README.md)
+KOMI = 7.5
+
+MLPERF_KEYS = (
+    "train_batch_size",
+    "lr_boundaries",
+    "lr_rates",
+    "actual_selfplay_games_per_generation",
+    "min_selfplay_games_per_generation",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MiniGoRecipe(Recipe):
+    """Both scales' hyperparameters. ``lr_boundaries`` are counted in optimizer steps; the learning rate
+    is ``lr_rates[i]`` after the i-th boundary (one more rate than boundaries)."""
+
+    board_size: int
+    komi: float = KOMI
+    train_batch_size: int
+    lr_boundaries: tuple[int, ...]
+    lr_rates: tuple[float, ...]
+    weight_decay: float = 1e-4
+    min_selfplay_games_per_generation: int
+    num_readouts: int
+    train_steps_per_generation: int
+    window_generations: int  # the training window: positions of the newest generations
+    dirichlet_alpha: float
+    temperature_moves: int
+    eval_games: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MiniRecipe(MiniGoRecipe):
+    eval_opponent: str = "gnugo --level 0"  # logged; the opponent actually started is GNU Go at opponent_level
+    opponent_level: int = 0
+    opening_moves: int = 2  # fixed random opening moves before each evaluation game (arena.openings)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceRecipe(MiniGoRecipe):
+    target_checkpoint: str = ""  # "": <data-dir>/minigo/reference/target.pt
+
+
+MINI_RECIPE = MiniRecipe(
+    board_size=MINI_SIZE,
+    komi=KOMI,
+    train_batch_size=256,
+    lr_boundaries=(60, 120),  # in optimizer steps
+    lr_rates=(0.003, 0.001, 0.0003),
+    weight_decay=1e-4,
+    min_selfplay_games_per_generation=64,
+    num_readouts=24,
+    train_steps_per_generation=20,
+    window_generations=4,
+    dirichlet_alpha=0.3,
+    temperature_moves=8,
+    eval_games=40,  # 20 openings x both colours; 20 games let an untrained network reach 0.20
+    eval_opponent="gnugo --level 0",
+    opponent_level=0,
+    opening_moves=2,
+)
+# MLPerf v2.0 reference (mlcommons/training minigo, ml_perf/flags/19): 8192 self-play games per generation
+# (the closed rules fix min_selfplay_games_per_generation == 8192), 240 readouts, batch 4096 (gradient
+# steps over the newest games), piecewise-constant learning rate.
+REFERENCE_RECIPE = ReferenceRecipe(
+    board_size=19,
+    komi=KOMI,
+    train_batch_size=4096,
+    lr_boundaries=(25600, 51200),
+    lr_rates=(0.32, 0.032, 0.0032),
+    weight_decay=1e-4,
+    min_selfplay_games_per_generation=8192,
+    num_readouts=240,
+    train_steps_per_generation=8,
+    window_generations=5,
+    dirichlet_alpha=0.03,
+    temperature_moves=30,
+    eval_games=100,
+    target_checkpoint="",
+)
+
+REFERENCE = BenchmarkSpec(
+    key="minigo",
+    scale="reference",
+    model="MiniGo ResNet (19 residual blocks x 256 filters, 19x19)",
+    dataset="none: self-play games",
+    metric="win_rate",
+    target=0.50,  # MLPerf Training v2.0, closed_minigo.yaml: eval_accuracy >= 0.5 against the target model
+    runs_required=10,
+    runs_dropped=1,
+    unit=GENERATIONS,
+    eval_interval=1.0,  # evaluated after every generation
+    max_progress=100.0,
+    max_minutes=24 * 60.0,
+    hparam_keys=MLPERF_KEYS,
+    target_source="MLPerf Training v2.0 rules (closed_minigo.yaml)",
+)
+
+MINI = BenchmarkSpec(
+    key="minigo",
+    scale="mini",
+    model=f"MiniGo ResNet, 3 residual blocks x 32 filters, {MINI_SIZE}x{MINI_SIZE}",
+    dataset=f"none: self-play on {MINI_SIZE}x{MINI_SIZE}; opponent GNU Go 3.8 over GTP (Debian gnugo)",
+    metric="win_rate",
+    # 10 of 40 games against GNU Go level 0, same search as self-play (24 readouts). Measured (README.md):
+    # the untrained network wins at most 0.10 (4/40) on seeds 1-5; the default recipe reaches 0.25 in 5 of 5
+    # seeds, median time-to-train 80 s.
+    target=0.25,
+    runs_required=5,
+    runs_dropped=1,
+    unit=GENERATIONS,
+    eval_interval=1.0,  # evaluated after every generation
+    max_progress=20.0,  # generations
+    max_minutes=5.0,
+    hparam_keys=(
+        *MLPERF_KEYS,
+        "num_readouts",
+        "train_steps_per_generation",
+        "window_generations",
+        "board_size",
+        "komi",
+        "eval_games",
+        "eval_opponent",
+    ),
+    target_source="measured: README.md beside minigo/workload.py (40 games vs GNU Go level 0; untrained <= 0.10)",
+)
+
+BENCHMARK = Benchmark(
+    key="minigo",
+    title="reinforcement learning (Go)",
+    specs={"mini": MINI, "reference": REFERENCE},
+    recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
+    # Closed division: the v2.0 rules let a submission tune the batch and the learning-rate schedule; the
+    # games per generation are fixed (closed_minigo.yaml checks min_selfplay_games_per_generation == 8192).
+    closed_rules={
+        "reference": {"train_batch_size": Tunable(), "lr_boundaries": Tunable(), "lr_rates": Tunable()},
+        "mini": {"train_batch_size": Tunable(), "lr_boundaries": Tunable(), "lr_rates": Tunable()},
+    },
+    workload="trainperf.workloads.minigo.workload:MiniGoWorkload",
+    mini_data=MiniData(
+        description="no dataset (self-play); checks the GNU Go opponent (Debian gnugo)",
+        prepare="trainperf.workloads.minigo.data:prepare_mini",
+        verify="trainperf.workloads.minigo.data:verify_mini",
+        fix="set up again (`make setup` installs GNU Go)",
+    ),
+    mlperf_rcps=False,  # MLPerf publishes no reference convergence points for minigo
+    history_redefined=("v0.7", "9x9 Go until v0.6, 19x19 from v0.7"),
+)

@@ -1,15 +1,11 @@
-"""minigo: the specs (mini, reference) and the workload.
+"""minigo's workload: self-play, training batches from the replay window, and win-rate evaluation.
 
-MiniGo's training block is not an epoch over a dataset: one block is one **generation** (self-play games
-with tree search -> training on the newest games -> evaluation). The harness counts blocks in "epochs" of
-``steps_per_epoch`` steps and evaluates every ``eval_every_epochs`` epochs, so this workload sets
-``steps_per_epoch = 1`` and ``eval_every_epochs = 1``: one harness step = one epoch = one block = one
-generation, and ``max_epochs`` is the generation budget. :meth:`MiniGoWorkload.train_steps` overrides the
-block step of the contract to play and train one generation per step.
-
-reference: 19x19, the MiniGo residual network (19 blocks x 256 filters), win rate >= 0.50 against the
-reference target checkpoint. mini: a small board against GNU Go through GTP, target calibrated by
-measurement (README.md beside this file).
+Its facts (specs, recipes, closed rules) are in ``__init__.py``. The spec's unit is **generations**: the
+harness calls :meth:`MiniGoWorkload.generation_batches` for generation 1, 2, ..., which plays that
+generation's self-play games with the current network (split over worker processes), adds them to the
+window of the newest ``window_generations`` generations and yields ``train_steps_per_generation`` batches
+drawn from the window; the harness takes one optimizer step (and one scheduler step) per batch and
+evaluates after each generation.
 """
 
 from __future__ import annotations
@@ -17,185 +13,91 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from trainperf import seeds
 from trainperf.errors import DataError, UsageError
-from trainperf.rules.closed import Rule, Tunable
-from trainperf.spec import BenchmarkSpec, ProgressFn, Workload
+from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
 from trainperf.workloads.minigo import arena, mcts
 from trainperf.workloads.minigo.model import mini_gonet, reference_gonet
 
-MINI_SIZE = 5  # board of the mini scale: 9x9 and 7x7 are out of reach in minutes (README.md)
-KOMI = 7.5
+if TYPE_CHECKING:
+    from trainperf.dist import DistContext
 
-REFERENCE = BenchmarkSpec(
-    key="minigo",
-    scale="reference",
-    model="MiniGo ResNet (19 residual blocks x 256 filters, 19x19)",
-    dataset="none: self-play games",
-    metric="win_rate",
-    target=0.50,  # MLPerf Training v2.0, closed_minigo.yaml: eval_accuracy >= 0.5 against the target model
-    runs_required=10,
-    runs_dropped=1,
-    eval_every_epochs=1.0,  # one generation per block, evaluated after each
-    max_epochs=100.0,
-    max_minutes=24 * 60.0,
-    hparam_keys=(
-        "train_batch_size",
-        "lr_boundaries",
-        "lr_rates",
-        "actual_selfplay_games_per_generation",
-        "min_selfplay_games_per_generation",
-    ),
-    target_source="MLPerf Training v2.0 rules (closed_minigo.yaml)",
-)
-
-MINI = BenchmarkSpec(
-    key="minigo",
-    scale="mini",
-    model=f"MiniGo ResNet, 3 residual blocks x 32 filters, {MINI_SIZE}x{MINI_SIZE}",
-    dataset=f"none: self-play on {MINI_SIZE}x{MINI_SIZE}; opponent GNU Go 3.8 over GTP (Debian gnugo)",
-    metric="win_rate",
-    # 10 of 40 games against GNU Go level 0, same search as self-play (24 readouts). Measured (README.md):
-    # the untrained network wins at most 0.10 (4/40) on seeds 1-5; the default recipe reaches 0.25 in 5 of 5
-    # seeds, median time-to-train 80 s.
-    target=0.25,
-    runs_required=5,
-    runs_dropped=1,
-    eval_every_epochs=1.0,  # one harness block = one generation (see the module docstring)
-    max_epochs=20.0,  # generations
-    max_minutes=5.0,
-    hparam_keys=(
-        "train_batch_size",
-        "lr_boundaries",
-        "lr_rates",
-        "actual_selfplay_games_per_generation",
-        "min_selfplay_games_per_generation",
-        "num_readouts",
-        "train_steps_per_generation",
-        "window_generations",
-        "board_size",
-        "komi",
-        "eval_games",
-        "eval_opponent",
-    ),
-    target_source="measured: README.md beside minigo/workload.py (40 games vs GNU Go level 0; untrained <= 0.10)",
-)
+MAX_WORKERS = 8  # self-play worker processes: one per core, at most this many
 
 
 class MiniGoWorkload(Workload):
-    SPECS = {"mini": MINI, "reference": REFERENCE}
+    SINGLE_PROCESS = True  # self-play uses its own worker processes
+    BATCH_FIELD = "train_batch_size"
+    DRY_RUN_LOCAL_BATCH = 4  # a reference dry run trains the full-size network on 4 synthetic positions a step
 
-    MINI_RECIPE: dict[str, Any] = {
-        "board_size": MINI_SIZE,
-        "komi": KOMI,
-        "train_batch_size": 256,
-        "lr_boundaries": [60, 120],  # in optimizer steps
-        "lr_rates": [0.003, 0.001, 0.0003],
-        "weight_decay": 1e-4,
-        "min_selfplay_games_per_generation": 64,
-        "num_readouts": 24,
-        "train_steps_per_generation": 20,
-        "window_generations": 4,  # the training window: positions of the newest generations
-        "dirichlet_alpha": 0.3,
-        "temperature_moves": 8,
-        "eval_games": 40,  # 20 openings x both colours; 20 games let an untrained network reach 0.20
-        "eval_opponent": "gnugo --level 0",
-        "opponent_level": 0,
-        "opening_moves": 2,
-    }
-    # MLPerf v2.0 reference (mlcommons/training minigo, ml_perf/flags/19): 8192 self-play games per
-    # generation (the closed rules fix min_selfplay_games_per_generation == 8192), 240 readouts, batch 4096
-    # (gradient steps over the newest games), piecewise-constant learning rate.
-    REFERENCE_RECIPE: dict[str, Any] = {
-        "board_size": 19,
-        "komi": KOMI,
-        "train_batch_size": 4096,
-        "lr_boundaries": [25600, 51200],
-        "lr_rates": [0.32, 0.032, 0.0032],
-        "weight_decay": 1e-4,
-        "min_selfplay_games_per_generation": 8192,
-        "num_readouts": 240,
-        "train_steps_per_generation": 8,
-        "window_generations": 5,
-        "dirichlet_alpha": 0.03,
-        "temperature_moves": 30,
-        "eval_games": 100,
-        "target_checkpoint": "",
-    }
-    CLOSED_RULES: dict[str, dict[str, Rule]] = {
-        "reference": {"train_batch_size": Tunable(), "lr_boundaries": Tunable(), "lr_rates": Tunable()},
-        "mini": {"train_batch_size": Tunable(), "lr_boundaries": Tunable(), "lr_rates": Tunable()},
-    }
-    DRY_RUN_BATCH = 4  # a dry run trains the full-size network on synthetic positions
-
-    @classmethod
-    def default_recipe(cls, scale: str) -> dict[str, Any]:
-        return dict(cls.MINI_RECIPE if scale == "mini" else cls.REFERENCE_RECIPE)
-
-    def prepare(self) -> None:
-        self.recipe = r = {**self.default_recipe(self.spec.scale), **self.config.overrides}
-        if self.dist.world_size != 1:
-            raise UsageError("minigo runs on one process (self-play uses its own worker processes)")
-        if len(r["lr_rates"]) != len(r["lr_boundaries"]) + 1:
+    def __init__(
+        self, spec: BenchmarkSpec, recipe: Recipe, config: RunConfig, *, data_dir: Path, dist: DistContext
+    ) -> None:
+        super().__init__(spec, recipe, config, data_dir=data_dir, dist=dist)
+        r = self.recipe
+        if len(r.lr_rates) != len(r.lr_boundaries) + 1:
             raise UsageError("minigo: lr_rates needs exactly one more value than lr_boundaries")
-        self.size = r["board_size"]
-        self.games_played: list[int] = []
-        self.window: list[mcts.Games] = []
-        self.generation = 0
-        self.search_cfg = mcts.SearchConfig(playouts=r["num_readouts"], dirichlet_alpha=r["dirichlet_alpha"])
+        self.size = self.recipe.board_size
+        self.search_cfg = mcts.SearchConfig(playouts=r.num_readouts, dirichlet_alpha=r.dirichlet_alpha)
+        self.window: list[mcts.Games] = []  # the newest generations' games, oldest first
         self._pool = None
-        if self.config.dry_run:
-            if self.spec.scale == "reference":
-                r["train_batch_size"] = self.DRY_RUN_BATCH
-            return
+        self.target_model: torch.nn.Module | None = None
+
+    # --- set-up (untimed) -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Check the opponent (mini: GNU Go; reference: the target checkpoint), start the self-play workers."""
+        r = self.recipe
         if self.spec.scale == "reference":
-            ckpt = Path(r["target_checkpoint"] or self.data_dir / "minigo" / "reference" / "target.pt")
+            ckpt = Path(r.target_checkpoint or self.data_dir / "minigo" / "reference" / "target.pt")
             if not ckpt.is_file():
                 raise DataError(
                     f"minigo reference: the target checkpoint {ckpt} is missing; give the MLPerf target model "
                     "converted to this network's state_dict with --set target_checkpoint=PATH"
                 )
             self.target_model = reference_gonet()
-            self.target_model.load_state_dict(torch.load(ckpt, map_location="cpu"))
+            self.target_model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True))
             self.target_model.eval()
         else:
-            arena.check_opponent(arena.Opponent(level=r["opponent_level"]), self.size, r["komi"])
-        # Self-play workers, one per core, started before the clock (their start-up is initialization).
+            arena.check_opponent(arena.Opponent(level=r.opponent_level), self.size, r.komi)
+        # One worker per core, started before the clock (their start-up is initialization); close() ends them.
         ctx = multiprocessing.get_context("fork")
         self._pool = ctx.Pool(self.workers, initializer=_init_worker)
         self._pool.map(_ping, range(self.workers))
-        weakref.finalize(self, self._pool.terminate)
+
+    def close(self) -> None:
+        """Terminate the self-play workers (idempotent)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.terminate()
+            pool.join()
 
     @property
     def workers(self) -> int:
-        return max(1, min(len(os.sched_getaffinity(0)), 8))
-
-    # --- sizes: one step = one epoch = one generation ----------------------------------------------
-    @property
-    def global_batch_size(self) -> int:
-        return self.recipe["train_batch_size"]
+        return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
 
     @property
-    def steps_per_epoch(self) -> int:
-        return 1
+    def _games_per_worker(self) -> int:
+        """Each worker plays an equal share, rounded up: a generation has at least the recipe's games."""
+        return math.ceil(self.recipe.min_selfplay_games_per_generation / self.workers)
 
+    # --- sizes -------------------------------------------------------------------------------------------
     @property
     def train_samples(self) -> int:
-        return self.recipe["min_selfplay_games_per_generation"]  # self-play games per generation
+        return self.recipe.min_selfplay_games_per_generation  # self-play games per generation
 
     @property
     def eval_samples(self) -> int:
-        return self.recipe["eval_games"]
+        return self.recipe.eval_games
 
-    # --- model and optimizer ----------------------------------------------------------------------
+    # --- model and optimizer -------------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:
         return mini_gonet(self.size) if self.spec.scale == "mini" else reference_gonet()
 
@@ -203,51 +105,55 @@ class MiniGoWorkload(Workload):
         r = self.recipe
         # MiniGo trains with momentum SGD; at the mini size Adam reaches a useful policy in fewer steps.
         if self.spec.scale == "reference":
-            opt = torch.optim.SGD(model.parameters(), lr=r["lr_rates"][0], momentum=0.9, weight_decay=r["weight_decay"])
+            opt = torch.optim.SGD(model.parameters(), lr=r.lr_rates[0], momentum=0.9, weight_decay=r.weight_decay)
         else:
-            opt = torch.optim.AdamW(model.parameters(), lr=r["lr_rates"][0], weight_decay=r["weight_decay"])
-        bounds, rates = r["lr_boundaries"], r["lr_rates"]
+            opt = torch.optim.AdamW(model.parameters(), lr=r.lr_rates[0], weight_decay=r.weight_decay)
+        bounds, rates = r.lr_boundaries, r.lr_rates
 
-        def factor(step: int) -> float:
+        def factor(step: int) -> float:  # the harness steps the scheduler once per optimizer step
             return rates[sum(step >= b for b in bounds)] / rates[0]
 
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
     def hparams(self) -> dict[str, Any]:
-        r = self.recipe
-        out = {k: r[k] for k in self.spec.hparam_keys if k in r}
-        out["actual_selfplay_games_per_generation"] = r["min_selfplay_games_per_generation"]
+        values = self.recipe.as_dict()
+        out = {
+            k: list(values[k]) if isinstance(values[k], tuple) else values[k]
+            for k in self.spec.hparam_keys
+            if k in values
+        }
+        out["actual_selfplay_games_per_generation"] = self._games_per_worker * self.workers
         return out
 
-    # --- one generation per step ---------------------------------------------------------------------
-    def train_steps(
-        self, model: torch.nn.Module, optimizer: Any, scheduler: Any, steps: int, progress: ProgressFn
-    ) -> float:
-        losses = [self._generation(model, optimizer, scheduler, progress) for _ in range(steps)]
-        return float(np.mean(losses))
+    # --- training: one generation at a time ------------------------------------------------------------
+    def train_batches(self) -> Iterator[Any]:
+        """minigo has no dataset to iterate: its batches come from :meth:`generation_batches`.
 
-    def _generation(self, model: torch.nn.Module, optimizer: Any, scheduler: Any, progress: ProgressFn) -> float:
+        The harness takes this iterator in every run but draws from it only when the unit is not
+        generations (a dry run trains on repeated synthetic batches instead), so drawing from it is a
+        bug: it raises rather than yield made-up positions that would pass for training data.
+        """
+        raise RuntimeError("minigo trains from generation_batches() (self-play), not from train_batches()")
+        yield  # a generator: calling train_batches() is harmless, drawing from it raises
+
+    def generation_batches(self, model: torch.nn.Module, generation: int) -> Iterator[Any]:
+        """Self-play of ``generation`` with ``model`` (the window update), then its training batches."""
         r = self.recipe
-        self.generation += 1
-        if not self.config.dry_run:  # a dry run trains on synthetic positions, without self-play
-            self.window = [*self.window, self._self_play(model)][-r["window_generations"] :]
-        losses = []
-        for batch in self.train_loader(self.generation):
-            loss = float(self.train_step(model, batch, optimizer))
-            scheduler.step()
-            losses.append(loss)
-            progress(self.global_batch_size, loss)
-        return float(np.mean(losses))
+        self.window = [*self.window, self._self_play(model, generation)][-r.window_generations :]
+        yield from self._window_batches(generation)
 
-    def _self_play(self, model: torch.nn.Module) -> mcts.Games:
+    def _self_play(self, model: torch.nn.Module, generation: int) -> mcts.Games:
         """The generation's games, split over the worker processes (one per core), each batching its games."""
+        if self._pool is None:
+            raise RuntimeError("minigo: self-play needs the worker pool that prepare() starts")
         r = self.recipe
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-        per = math.ceil(r["min_selfplay_games_per_generation"] / self.workers)
-        seeds = [self.config.seed * 1_000_003 + self.generation * 101 + w for w in range(self.workers)]
-        jobs = [(state, self.size, r["komi"], per, self.search_cfg, s, r["temperature_moves"]) for s in seeds]
+        per = self._games_per_worker
+        worker_seeds = [
+            seeds.derive(self.config.seed, seeds.STREAM_SELF_PLAY, generation, w) for w in range(self.workers)
+        ]
+        jobs = [(state, self.size, r.komi, per, self.search_cfg, s, r.temperature_moves) for s in worker_seeds]
         parts = self._pool.map(_self_play_worker, jobs)
-        self.games_played.append(sum(p.games for p in parts))
         return mcts.Games(
             np.concatenate([p.features for p in parts]),
             np.concatenate([p.policy for p in parts]),
@@ -256,74 +162,71 @@ class MiniGoWorkload(Workload):
             sum(p.games for p in parts),
         )
 
-    def train_step(self, model: torch.nn.Module, batch: Any, optimizer: Any) -> torch.Tensor:
+    def _window_batches(self, generation: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """The training batches of ``generation``: positions drawn from the window of the newest games.
+
+        ``train_steps_per_generation`` optimizer steps' worth of micro-batches (one batch of
+        ``train_batch_size`` positions per step without gradient accumulation), each drawn uniformly
+        (with replacement) from the last ``window_generations`` generations and turned by one of the 8
+        board symmetries, from the stream (seed, STREAM_WINDOW, generation).
+        """
+        r = self.recipe
+        feats = np.concatenate([g.features for g in self.window])
+        pols = np.concatenate([g.policy for g in self.window])
+        outs = np.concatenate([g.outcome for g in self.window])
+        rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_WINDOW, generation)
+        for _ in range(r.train_steps_per_generation * r.gradient_accumulation_steps):
+            idx = rng.integers(0, len(outs), self.local_batch_size)
+            x, p = symmetry(feats[idx], pols[idx], int(rng.integers(8)), self.size)
+            yield torch.from_numpy(x), torch.from_numpy(p), torch.from_numpy(outs[idx])
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """Policy cross-entropy against the search's visit distribution plus the value's squared error."""
         x, pi, z = batch
-        model.train()
         logits, value = model(x.to(self.device))
-        loss = -(pi.to(self.device) * F.log_softmax(logits, 1)).sum(1).mean() + F.mse_loss(value, z.to(self.device))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
+        policy_loss = -(pi.to(self.device) * F.log_softmax(logits, 1)).sum(1).mean()
+        return policy_loss + F.mse_loss(value, z.to(self.device))
 
     def synthetic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(self.config.seed)
-        b, planes = self.global_batch_size, (3 if self.spec.scale == "mini" else 17)
+        g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
+        b, planes = self.local_batch_size, (3 if self.spec.scale == "mini" else 17)
         x = (torch.rand(b, planes, self.size, self.size, generator=g) < 0.3).float()
         pi = torch.softmax(torch.randn(b, self.size * self.size + 1, generator=g), 1)
         z = torch.randint(0, 2, (b,), generator=g).float() * 2 - 1
         return x, pi, z
 
-    def train_loader(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """The training batches of generation ``epoch``: positions drawn from the window of the newest games.
-
-        ``train_steps_per_generation`` batches, each of ``train_batch_size`` positions drawn uniformly
-        (with replacement) from the last ``window_generations`` generations and turned by one of the 8
-        board symmetries, from a generator seeded by (seed, generation). A dry run yields one synthetic
-        batch.
-        """
-        if self.config.dry_run:
-            yield self.synthetic_batch()
-            return
-        feats = np.concatenate([g.features for g in self.window])
-        pols = np.concatenate([g.policy for g in self.window])
-        outs = np.concatenate([g.outcome for g in self.window])
-        rng = np.random.default_rng((self.config.seed, epoch))
-        for _ in range(self.recipe["train_steps_per_generation"]):
-            idx = rng.integers(0, len(outs), self.global_batch_size)
-            x, p = symmetry(feats[idx], pols[idx], int(rng.integers(8)), self.size)
-            yield torch.from_numpy(x), torch.from_numpy(p), torch.from_numpy(outs[idx])
-
-    # --- evaluation --------------------------------------------------------------------------------
-    def evaluate(self, model: torch.nn.Module) -> float:
+    # --- evaluation -----------------------------------------------------------------------------------
+    # A dry run plays no games: the harness calls Workload.dry_run_evaluate (one forward pass on a
+    # synthetic batch, win_rate 0.0) instead of evaluate.
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
         """Win rate of the network with tree search (no noise) against the fixed opponent."""
-        if self.config.dry_run:
-            return 0.0  # no opponent games in a dry run: nothing won
         r = self.recipe
         model.eval()
-        cfg = mcts.SearchConfig(playouts=r["num_readouts"])
+        cfg = mcts.SearchConfig(playouts=r.num_readouts)
         ours = mcts.network_evaluator(model)
         if self.spec.scale == "reference":
+            if self.target_model is None:
+                raise RuntimeError("minigo reference: evaluation needs the target model that prepare() loads")
             result = arena.play_network_match(
                 ours,
                 mcts.network_evaluator(self.target_model),
-                games=r["eval_games"],
+                games=r.eval_games,
                 size=self.size,
-                komi=r["komi"],
+                komi=r.komi,
                 cfg=cfg,
             )
         else:
             result = arena.play_match(
                 ours,
-                games=r["eval_games"],
+                games=r.eval_games,
                 size=self.size,
-                komi=r["komi"],
+                komi=r.komi,
                 cfg=cfg,
-                opponent=arena.Opponent(level=r["opponent_level"]),
-                opening_moves=r["opening_moves"],
+                opponent=arena.Opponent(level=r.opponent_level),
+                opening_moves=r.opening_moves,
             )
-        self.last_eval = result
-        return result.win_rate
+        model.train()
+        return {"win_rate": result.win_rate}
 
 
 def symmetry(x: np.ndarray, pi: np.ndarray, k: int, size: int) -> tuple[np.ndarray, np.ndarray]:

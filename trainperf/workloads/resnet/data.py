@@ -171,16 +171,21 @@ def prepare_mini(data_dir: Path, *, source: Path = DEBIAN_DIR) -> list[Path]:
     return written
 
 
-def imagenet_datasets(root: Path):
-    """ImageNet train and val as torchvision ImageFolders with the reference's transforms."""
-    from torchvision import datasets, transforms
-
+def check_imagenet_layout(root: Path) -> None:
+    """Before the clock: the ImageNet folders exist (no image is read)."""
     for split in ("train", "val"):
         if not (root / split).is_dir():
             raise DataError(
                 f"ImageNet folder {root / split} not found: the reference scale reads "
                 "<data-dir>/resnet/reference/{train,val}/<wnid>/*.JPEG (val sorted into class folders)"
             )
+
+
+def imagenet_datasets(root: Path):
+    """ImageNet train and val as torchvision ImageFolders with the reference's transforms."""
+    from torchvision import datasets, transforms
+
+    check_imagenet_layout(root)
     normalize = transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
     train = datasets.ImageFolder(
         root / "train",

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from trainperf.workloads.detection.coco import CocoIndex
+    from trainperf.workloads.common.detection.coco import CocoIndex
 
 IOU_TYPES = ("bbox", "segm")
 
@@ -19,7 +19,7 @@ IOU_TYPES = ("bbox", "segm")
 def coco_map(index_or_coco_gt: CocoIndex | Any, results: list[dict[str, Any]], iou_type: str) -> float:
     """COCO mAP@[.5:.95] (COCOeval's stats[0]) of ``results`` against the ground truth; 0.0 without detections.
 
-    ``index_or_coco_gt`` is a :class:`~trainperf.workloads.detection.coco.CocoIndex` or a pycocotools
+    ``index_or_coco_gt`` is a :class:`~trainperf.workloads.common.detection.coco.CocoIndex` or a pycocotools
     ``COCO``; ``results`` are COCO result dicts (see :func:`to_coco_results`). Every image of the
     ground truth counts, so images the model found nothing in count as misses.
     """

@@ -32,7 +32,7 @@ from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.models.resnet import Bottleneck
 from torchvision.ops.feature_pyramid_network import FeaturePyramidNetwork, LastLevelP6P7
 
-from trainperf.workloads.detection.roi_align import GridMultiScaleRoIAlign
+from trainperf.workloads.common.detection.roi_align import GridMultiScaleRoIAlign
 
 MINI_IMAGE_SIZE = 96
 MINI_FPN_CHANNELS = 64

@@ -41,7 +41,7 @@ class LoggedRun:
     seed: int | None
     status: str | None  # None when the log has no run_stop
     minutes: float | None
-    curve: list[tuple[float, float, float]]  # (minutes since run_start, epoch, quality)
+    curve: list[tuple[float, float, float]]  # (minutes since run_start, progress as logged in epoch_num, quality)
 
     @property
     def success(self) -> bool:
@@ -65,7 +65,7 @@ def parse_run(path: Path) -> LoggedRun:
             if rec["key"] == "eval_accuracy":
                 meta = rec.get("metadata") or {}
                 value = rec["value"]
-                if isinstance(value, dict):  # a multi-field metric (maskrcnn): its first field is the headline
+                if isinstance(value, dict):  # a multi-field metric: its first field is the headline
                     value = next(iter(value.values()), float("nan"))
                 curve.append(((float(rec["time_ms"]) - t0) / 60000.0, float(meta.get("epoch_num", 0)), float(value)))
     status = ((stop or {}).get("metadata") or {}).get("status")

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainperf import seeds
 from trainperf.errors import DataError
-from trainperf.workloads.detection.evaluation import coco_map, to_coco_results
-from trainperf.workloads.detection.scenes import (
+from trainperf.workloads.common.detection.evaluation import coco_map, to_coco_results
+from trainperf.workloads.common.detection.scenes import (
     CATEGORY_NAMES,
     SCENE_SIZE,
     mini_paths,
@@ -361,9 +362,10 @@ class CocoDetection(torch.utils.data.Dataset):
     out of the targets unless ``keep_crowd`` (the ssd reference trains on OpenImages' group boxes, which
     its conversion marks iscrowd=1), and so are zero-sized boxes. With ``train=True`` images without any
     box wider and taller than a pixel are skipped (as the MLPerf references do) and each sample is
-    flipped horizontally with probability ``flip_prob``, drawn from a ``torch.Generator`` seeded by
-    (``seed``, epoch, sample index): reproducible, independent of worker count and order. Call
-    :meth:`set_epoch` before each epoch.
+    flipped horizontally with probability ``flip_prob``, drawn from the stream (``seed``,
+    ``seeds.STREAM_AUGMENT``, epoch, sample index) of :mod:`trainperf.seeds`: reproducible, independent of
+    rank, worker count and order. Call :meth:`set_epoch` before each epoch: the epoch lives in shared
+    memory, so that the persistent worker processes of a DataLoader see it too.
     """
 
     def __init__(
@@ -374,7 +376,7 @@ class CocoDetection(torch.utils.data.Dataset):
         self.train = train
         self.seed = seed
         self.flip_prob = flip_prob if train else 0.0
-        self.epoch = 0
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
         images = index.images
         if train:  # the references drop images without a box wider and taller than one pixel
             images = [
@@ -384,8 +386,12 @@ class CocoDetection(torch.utils.data.Dataset):
             ]
         self.images = images
 
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch)
+
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self._epoch.fill_(epoch)
 
     def __len__(self) -> int:
         return len(self.images)
@@ -393,8 +399,7 @@ class CocoDetection(torch.utils.data.Dataset):
     def _flip(self, i: int) -> bool:
         if self.flip_prob <= 0:
             return False
-        state = np.random.SeedSequence([self.seed, self.epoch, i]).generate_state(2, dtype=np.uint64)
-        g = torch.Generator().manual_seed(int(state[0] >> np.uint64(1)))
+        g = seeds.torch_generator(self.seed, seeds.STREAM_AUGMENT, self.epoch, i)
         return bool(torch.rand((), generator=g) < self.flip_prob)
 
     def _mask(self, ann: dict[str, Any], h: int, w: int) -> np.ndarray | None:

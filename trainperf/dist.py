@@ -1,7 +1,9 @@
 """torch.distributed from torchrun's environment, with a few small verbs. No import-time side effects.
 
 A single process is a world of size one: every verb then does the local thing, so workloads and the
-harness call the same functions whether or not they run under torchrun.
+harness call the same functions whether or not they run under torchrun. Evaluation uses three of them:
+``shard`` gives each rank its part of the evaluation set exactly once (no padding duplicates, unlike
+DistributedSampler), and ``all_reduce``/``all_gather``/``gather_objects`` bring the parts together.
 """
 
 from __future__ import annotations
@@ -48,6 +50,26 @@ class DistContext:
         box = [obj]
         torch_dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def shard(self, n: int) -> range:
+        """This rank's contiguous part of ``n`` items; the parts of all ranks cover each item exactly once."""
+        start = n * self.rank // self.world_size
+        stop = n * (self.rank + 1) // self.world_size
+        return range(start, stop)
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Every rank's tensor (lengths may differ along dim 0), concatenated in rank order, on every rank."""
+        if not self.distributed:
+            return tensor
+        local = tensor.to(self.device)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=self.device) for _ in range(self.world_size)]
+        torch_dist.all_gather(sizes, torch.tensor([local.shape[0]], dtype=torch.int64, device=self.device))
+        longest = int(max(int(s) for s in sizes))
+        padded = torch.zeros((longest, *local.shape[1:]), dtype=local.dtype, device=self.device)
+        padded[: local.shape[0]] = local
+        parts = [torch.empty_like(padded) for _ in range(self.world_size)]
+        torch_dist.all_gather(parts, padded)
+        return torch.cat([p[: int(s)] for p, s in zip(parts, sizes, strict=True)]).to(tensor.device)
 
     def gather_objects(self, obj: object) -> list[object]:
         """Every rank's object, in rank order, on every rank (evaluation results gathered for scoring)."""

@@ -1,0 +1,41 @@
+"""Evaluation on several gloo ranks gives the value of one rank: each sample is evaluated exactly once.
+
+Three ranks, so that the evaluation sets do not divide evenly (DistributedSampler would pad with
+duplicates there). One thread per process on both sides, so the arithmetic is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainperf import registry
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+SCRIPT = Path(__file__).with_name("evaluate_once.py")
+KEYS = [k for k in registry.available("mini") if not registry.workload_class(k).SINGLE_PROCESS]
+
+
+def _evaluate(key: str, data_dir: Path, out: Path, nproc: int) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, str(SCRIPT), key, str(data_dir), str(out)]
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *cmd[1:]]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["world_size"] == nproc
+    return doc["value"]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_three_ranks_evaluate_like_one(key, tmp_path, data_dir):
+    one = _evaluate(key, data_dir, tmp_path / "one.json", 1)
+    three = _evaluate(key, data_dir, tmp_path / "three.json", 3)
+    assert set(one) == {f for f, _ in registry.get_spec(key, "mini").fields}
+    assert three == pytest.approx(one, rel=1e-9, abs=1e-12)

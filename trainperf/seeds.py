@@ -1,0 +1,35 @@
+"""One way to derive random streams from a run's seed: ``numpy.random.SeedSequence``.
+
+Every stream of a run (data order, augmentation, self-play, initial weights) is named by a tuple of
+whole numbers after the seed, for example ``(seed, STREAM_SHUFFLE, epoch)`` or ``(seed, STREAM_AUGMENT,
+rank, epoch)``. SeedSequence hashes the whole tuple, so streams never collide the way arithmetic such as
+``seed * 1000 + epoch * 10 + rank`` does once rank reaches 10.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Stream names (the second element of every key), so that two uses never share a stream by accident.
+STREAM_SHUFFLE = 1  # the order of training samples (same on every rank: each takes its own slice)
+STREAM_AUGMENT = 2  # random augmentation (per rank)
+STREAM_SELF_PLAY = 3  # self-play games (per worker and generation)
+STREAM_WINDOW = 4  # positions drawn from a replay window (per generation)
+STREAM_DATA = 5  # anything else a workload draws (per rank)
+
+
+def derive(seed: int, *keys: int) -> int:
+    """A 63-bit integer seed for the stream ``(seed, *keys)``."""
+    state = np.random.SeedSequence([int(seed) % 2**64, *(int(k) for k in keys)]).generate_state(2, np.uint32)
+    return int((int(state[0]) << 31) ^ int(state[1])) & (2**63 - 1)
+
+
+def numpy_rng(seed: int, *keys: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed) % 2**64, *(int(k) for k in keys)]))
+
+
+def torch_generator(seed: int, *keys: int):
+    """A ``torch.Generator`` on the CPU for the stream ``(seed, *keys)``."""
+    import torch
+
+    return torch.Generator().manual_seed(derive(seed, *keys))
