@@ -129,9 +129,9 @@ class MiniGoWorkload(Workload):
     def train_batches(self) -> Iterator[Any]:
         """minigo has no dataset to iterate: its batches come from :meth:`generation_batches`.
 
-        The harness takes this iterator in every run but draws from it only when the unit is not
-        generations (a dry run trains on repeated synthetic batches instead), so drawing from it is a
-        bug: it raises rather than yield made-up positions that would pass for training data.
+        The harness never asks for it in the generations unit (and a dry run trains on repeated
+        synthetic batches instead), so drawing from it is a bug: it raises rather than yield made-up
+        positions that would pass for training data.
         """
         raise RuntimeError("minigo trains from generation_batches() (self-play), not from train_batches()")
         yield  # a generator: calling train_batches() is harmless, drawing from it raises
