@@ -27,22 +27,34 @@ def mllog(key: str, value=None, *, t: float, **metadata) -> str:
     return ":::MLLOG " + json.dumps(rec)
 
 
-def write_run(path: Path, *, system: str, seed: int, minutes: float, status: str = "success", energy=None) -> None:
+def write_run(
+    path: Path,
+    *,
+    system: str,
+    seed: int,
+    minutes: float,
+    status: str = "success",
+    energy=None,
+    t0: float = T0,
+    qualities: tuple[float, ...] | None = None,
+) -> None:
     """A result file as trainperf's harness writes it: header, evaluations every third of the run, run_stop."""
     lines = [
-        mllog("init_start", t=T0 - 500),
-        mllog("submission_benchmark", "resnet", t=T0 - 400),
-        mllog("submission_platform", system, t=T0 - 400),
-        mllog("trainperf_scale", "mini", t=T0 - 400),
-        mllog("seed", seed, t=T0 - 400),
-        mllog("run_start", t=T0),
+        mllog("init_start", t=t0 - 500),
+        mllog("submission_benchmark", "resnet", t=t0 - 400),
+        mllog("submission_platform", system, t=t0 - 400),
+        mllog("trainperf_scale", "mini", t=t0 - 400),
+        mllog("seed", seed, t=t0 - 400),
+        mllog("run_start", t=t0),
     ]
-    for k in (1, 2, 3):
-        quality = 0.8 + 0.03 * k if status == "success" else 0.5
-        lines.append(mllog("eval_accuracy", quality, t=T0 + minutes * 60000 * k / 3, epoch_num=0.5 * k))
+    if qualities is None:
+        qualities = tuple(0.8 + 0.03 * k if status == "success" else 0.5 for k in (1, 2, 3))
+    for k, quality in enumerate(qualities, start=1):
+        t = t0 + minutes * 60000 * k / len(qualities)
+        lines.append(mllog("eval_accuracy", quality, t=t, epoch_num=0.5 * k))
     if energy is not None:
-        lines.append(mllog(ENERGY_KEY, energy, t=T0 + minutes * 60000, sources=["rapl:package-0"], note="measured"))
-    lines.append(mllog("run_stop", t=T0 + minutes * 60000, status=status))
+        lines.append(mllog(ENERGY_KEY, energy, t=t0 + minutes * 60000, sources=["rapl:package-0"], note="measured"))
+    lines.append(mllog("run_stop", t=t0 + minutes * 60000, status=status))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 
@@ -254,3 +266,72 @@ def test_cli_writes_the_report_and_the_markdown(folders, tmp_path, capsys):
     assert md.read_text().count("\n") == 4  # header, rule, two rows
     assert [p.name for p in out.parent.iterdir()] == ["report.html"]  # no temporary file left behind
     assert "report written" in capsys.readouterr().out
+
+
+# --- impossible timing, windows of runs, success re-derived from the evaluations --------------------------
+def retime(path: Path, key: str, t: float, *, last: bool = False) -> int:
+    """Give the first (or last) ``key`` record another time_ms; returns its line number."""
+    lines = path.read_text().splitlines()
+    records = [json.loads(ln.removeprefix(":::MLLOG ")) for ln in lines]
+    i = [j for j, rec in enumerate(records) if rec["key"] == key][-1 if last else 0]
+    lines[i] = mllog(key, records[i]["value"], t=t, **records[i]["metadata"])
+    path.write_text("\n".join(lines) + "\n")
+    return i + 1
+
+
+@pytest.mark.parametrize(
+    "key, t, last, words",
+    [
+        ("run_stop", T0 - 60000, False, ("run_stop at line 10", "before run_start at line 6", "negative duration")),
+        ("eval_accuracy", T0 - 1, False, ("eval_accuracy at line 7", "before run_start at line 6")),
+        ("eval_accuracy", T0 + 10 * 60000, True, ("eval_accuracy at line 9", "after run_stop at line 10")),
+    ],
+)
+def test_impossible_timing_is_refused_naming_file_and_line(tmp_path, key, t, last, words):
+    root = tmp_path / "in"
+    write_system(root, "box")
+    write_run(root / "results/box/resnet/result_0.txt", system="box", seed=1, minutes=1.0)
+    write_run(root / "results/box/resnet/result_1.txt", system="box", seed=2, minutes=1.0)
+    retime(root / "results/box/resnet/result_1.txt", key, t, last=last)
+    with pytest.raises(ResultsError, match=r"result_1\.txt: ") as err:
+        write_report([root], tmp_path / "out" / "report.html")
+    assert all(w in str(err.value) for w in words), str(err.value)
+    assert "redo the run" in str(err.value) and not (tmp_path / "out").exists()
+
+
+def test_more_runs_than_required_score_the_median_window_and_list_every_run(tmp_path):
+    write_system(tmp_path, "box")
+    minutes = [9.0, 8.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # result_i.txt; result_0 and result_1 started last
+    starts = [60, 70, 10, 20, 30, 40, 50]
+    for i, (m, start) in enumerate(zip(minutes, starts, strict=True)):
+        path = tmp_path / "results/box/resnet" / f"result_{i}.txt"
+        write_run(path, system="box", seed=i, minutes=m, t0=T0 + start * 3_600_000)
+    (s,) = collect([tmp_path])
+    (bench,) = s.benchmarks
+    # in start order the minutes are 1 2 3 4 5 9 8: windows of 5 score 3, 4 and 17/3; the median is 4
+    assert bench.score.valid and bench.score.minutes == pytest.approx(4.0)
+    assert [bench.runs[i].index for i in bench.score.window_runs] == [3, 4, 5, 6, 0]
+    assert bench.score.note == ("median of 3 windows of 5 consecutive runs (ordered by run_start time): runs 2-6 of 7")
+    assert len(bench.runs) == 7 and bench.score.runs == 7
+    summary = section(render_html([s], price_per_hour=None), "summary")
+    assert "median of 3 windows" in summary and "runs 2-6 of 7" in summary and "7/7" in summary
+
+
+def test_success_is_re_derived_from_the_logged_evaluations(tmp_path):
+    write_system(tmp_path, "box")
+    for i in range(5):
+        qualities = (0.5, 0.7, 0.86) if i == 2 else None  # result_2 says success but never reaches 0.88
+        path = tmp_path / "results/box/resnet" / f"result_{i}.txt"
+        write_run(path, system="box", seed=i, minutes=1.0 + i, qualities=qualities)
+    (s,) = collect([tmp_path])
+    (bench,) = s.benchmarks
+    run = bench.runs[2]
+    assert run.status == "success" and not run.success and run.reached_target is False
+    assert run.counted_status == "failed (target not reached)"
+    assert bench.score.successes == 4 and bench.score.valid
+    assert bench.score.minutes == pytest.approx((2.0 + 4.0 + 5.0) / 3)  # result_2 (3 min) is dropped as the slowest
+    assert "result_2.txt of resnet: run_stop says status 'success'" in run.note and "(best: 0.86)" in run.note
+    assert "top1 >= 0.88" in run.note and "counted as failed" in run.note
+    assert bench.run_notes == [run.note]
+    summary = section(render_html([s], price_per_hour=None), "summary")
+    assert "counted as failed" in summary and "4/5" in summary

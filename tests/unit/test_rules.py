@@ -267,3 +267,75 @@ def test_multi_field_curve_reads_the_headline_field(tmp_path):
 
     log = write_log(tmp_path / "log.txt", accuracies=({"BBOX": 0.2, "SEGM": 0.1}, {"BBOX": 0.45, "SEGM": 0.35}))
     assert [q for _, _, q in parse_run(log).curve] == [0.2, 0.45]
+
+
+# --- impossible timing: the official checker orders lines but never compares their times ------------------
+def retime(path: Path, key: str, time_ms: float, *, last: bool = False) -> int:
+    """Give the first (or last) ``key`` record of a log another time_ms; returns its line number."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    hits = [i for i, ln in enumerate(lines) if ln.startswith(":::MLLOG ") and json.loads(ln[9:])["key"] == key]
+    i = hits[-1] if last else hits[0]
+    record = json.loads(lines[i][9:])
+    lines[i] = ":::MLLOG " + json.dumps({**record, "time_ms": time_ms})
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return i + 1
+
+
+def start_ms(path: Path) -> int:
+    return next(json.loads(ln[9:])["time_ms"] for ln in path.read_text().splitlines() if '"key": "run_start"' in ln)
+
+
+def test_a_negative_duration_is_refused_by_check_and_by_the_parser(tmp_path, rule_file):
+    from trainperf.errors import ResultsError
+    from trainperf.results import parse_run
+
+    log = write_log(tmp_path / "run.txt")
+    line = retime(log, "run_stop", start_ms(log) - 60000)
+    result = check(log, rule_file)
+    assert not result.passed and not is_target_only_failure(result)
+    (problem,) = [p for p in result.problems if p.startswith(compliance.TIMING_PROBLEM)]
+    assert f"run_stop at line {line}" in problem and "before run_start" in problem and "negative duration" in problem
+    with pytest.raises(ResultsError, match=rf"run\.txt: run_stop at line {line} .* before run_start .* redo the run"):
+        parse_run(log)
+
+
+@pytest.mark.parametrize("when", ["before run_start", "after run_stop"])
+def test_an_evaluation_outside_the_run_is_refused_by_check_and_by_the_parser(tmp_path, rule_file, when):
+    from trainperf.errors import ResultsError
+    from trainperf.results import parse_run
+
+    log = write_log(tmp_path / "run.txt")
+    t = start_ms(log) - 1 if when == "before run_start" else 10**13
+    line = retime(log, "eval_accuracy", t, last=when == "after run_stop")
+    result = check(log, rule_file)
+    assert not result.passed
+    assert any(
+        p.startswith(compliance.TIMING_PROBLEM) and f"eval_accuracy at line {line}" in p and when in p
+        for p in result.problems
+    ), result.problems
+    with pytest.raises(ResultsError, match=rf"eval_accuracy at line {line} .* {when}"):
+        parse_run(log)
+
+
+def test_a_time_that_is_not_a_number_is_refused(tmp_path, rule_file):
+    from trainperf.results import timing_problems
+
+    assert timing_problems(
+        [(3, {"key": "run_start", "time_ms": float("nan")}), (4, {"key": "run_stop", "time_ms": 5})]
+    ) == ["run_start at line 3 has time_ms nan, not a finite number"]
+    assert timing_problems([(1, {"key": "run_start", "time_ms": 1}), (2, {"key": "run_stop", "time_ms": 1})]) == []
+
+
+def test_review_makes_an_impossible_timing_a_problem_of_that_run(tmp_path):
+    from types import SimpleNamespace
+
+    from trainperf.submission.review import _Bench, _read_run
+
+    log = write_log(tmp_path / "result_3.txt")
+    line = retime(log, "run_stop", start_ms(log) - 60000)
+    bench = _Bench(system="laptop", benchmark="resnet")
+    run = _read_run(log, bench, SimpleNamespace(relative=lambda text: text.replace(str(tmp_path) + "/", "")))
+    assert run.logged is None and run.records == []  # not checked or scored further: it counts as failed
+    (problem,) = bench.problems
+    assert problem.startswith("result_3.txt: cannot be read as a run (result_3.txt: run_stop at line")
+    assert f"line {line}" in problem and "before run_start" in problem

@@ -147,7 +147,7 @@ def test_suite_writes_mlcommons_layout_with_distinct_seeds(tmp_path, fake_regist
     assert len(set(seeds)) == 3
     assert (tmp_path / "out" / "systems" / "test-system.json").exists()
     doc = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert doc["benchmarks"][0]["score_label"] == "preview"
+    assert doc["benchmarks"][0]["score_label"] == "preview" and doc["benchmarks"][0]["window"] is None
     assert summary.score.successes == 3
     assert not list(folder.glob(".*partial"))
 
@@ -336,3 +336,51 @@ def test_samples_unit_logs_sample_counts_and_a_recipe_interval(tmp_path):
     assert (blocks[0]["first_epoch_num"], blocks[0]["epoch_count"]) == (0, 24)
     assert "epoch_start" not in keys_in(path)
     assert outcome.unit == SAMPLES and outcome.progress == 72
+
+
+# --- resume refuses impossible results; more runs than required score the median window ---------------------
+def _retime(path: Path, key: str, shift_from: str, delta_ms: float, *, last: bool = False) -> None:
+    """Set the first (or last) ``key`` record's time_ms to ``shift_from``'s time_ms + ``delta_ms``."""
+    token = ":::MLLOG "
+    lines = path.read_text().splitlines()
+    recs = {i: json.loads(ln[ln.find(token) + len(token) :]) for i, ln in enumerate(lines) if token in ln}
+    base = next(r["time_ms"] for r in recs.values() if r["key"] == shift_from)
+    i = [j for j, r in recs.items() if r["key"] == key][-1 if last else 0]
+    lines[i] = token + json.dumps({**recs[i], "time_ms": base + delta_ms})
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(
+    "key, shift_from, delta, last, words",
+    [
+        ("run_stop", "run_start", -60000, False, "is before run_start"),
+        ("eval_accuracy", "run_stop", 60000, True, "is after run_stop"),
+        ("eval_accuracy", "run_start", -1, False, "is before run_start"),
+    ],
+)
+def test_resume_refuses_a_result_with_impossible_timing(tmp_path, fake_registry, key, shift_from, delta, last, words):
+    run_suite(options(tmp_path, runs=1), DistContext())
+    folder = tmp_path / "out" / "results" / "test-system" / "resnet"
+    _retime(folder / "result_0.txt", key, shift_from, delta, last=last)
+    before = (folder / "result_0.txt").read_text()
+    with pytest.raises(ResultsError, match=rf"cannot resume .*result_0\.txt: {key} at line \d+ .*{words}") as err:
+        run_suite(options(tmp_path, runs=2), DistContext())
+    assert "redo the run" in str(err.value)
+    assert (folder / "result_0.txt").read_text() == before and not (folder / "result_1.txt").exists()
+
+
+def test_summary_names_the_scored_window_and_lists_every_run(tmp_path, monkeypatch):
+    import dataclasses
+
+    three = dataclasses.replace(FAKE_BENCHMARK, specs={"mini": dataclasses.replace(FAKE_SPEC, runs_required=3)})
+    monkeypatch.setattr(registry, "benchmark", lambda key: three)
+    monkeypatch.setattr(registry, "workload_class", lambda key: FakeWorkload)
+    [summary] = run_suite(options(tmp_path, runs=4), DistContext())
+    assert summary.score.valid and summary.score.windows == 2 and len(summary.score.window_runs) == 3
+    assert summary.score.note.startswith("lower median of 2 windows of 3 consecutive runs (ordered by run_start time)")
+    doc = json.loads((tmp_path / "out" / "summary.json").read_text())["benchmarks"][0]
+    assert doc["valid"] and doc["note"] == summary.score.note and len(doc["runs"]) == 4
+    window = doc["window"]
+    assert window["windows"] == 2 and window["runs"] in ("1-3 of 4", "2-4 of 4")
+    assert sorted(window["logs"]) == sorted(r["log"] for r in doc["runs"] if r["in_window"])
+    assert all(isinstance(r["start_ms"], int | float) for r in doc["runs"])

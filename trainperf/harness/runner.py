@@ -68,6 +68,7 @@ class RunOutcome:
     samples_per_second: float = 0.0  # training samples (optimizer steps x global batch) per second
     energy_joules: float | None = None  # None: not measured (no RAPL or NVML on this machine)
     energy_note: str = "not measured"
+    start_ms: float | None = None  # run_start's logged time (ms since the epoch): orders the runs for scoring
 
     @property
     def success(self) -> bool:
@@ -352,6 +353,7 @@ class _Run:
             samples_per_second=samples / total if total > 0 else 0.0,
             energy_joules=reading.joules if reading is not None else None,
             energy_note=reading.note if reading is not None else "not measured on this rank",
+            start_ms=start_ms,
         )
         self.obs.run_stopped(outcome)
         return outcome

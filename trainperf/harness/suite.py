@@ -2,8 +2,11 @@
 
 Output layout (MLCommons): ``<out>/results/<system>/<benchmark>/result_<i>.txt`` and
 ``<out>/systems/<system>.json``, plus ``<out>/summary.json``. A run is written to a temporary file and
-renamed when it ends, so a result file is always a whole run. A finished run is not redone; a run
-interrupted with Ctrl-C is logged as aborted, moved to ``<out>/interrupted/`` and redone next time.
+renamed when it ends, so a result file is always a whole run. A finished run is not redone (a result
+file whose timing is impossible is refused, not resumed); a run interrupted with Ctrl-C is logged as
+aborted, moved to ``<out>/interrupted/`` and redone next time. With more runs than the spec requires, the
+score is that of the median window of consecutive runs (:mod:`trainperf.scoring`); ``summary.json`` names
+that window (``window``, and ``in_window`` on each run) and still lists every run.
 """
 
 from __future__ import annotations
@@ -89,7 +92,14 @@ def _check_out_folder(out: Path, system: str, scale: str) -> None:
 
 
 def _resume_run(path: Path, system: str, scale: str, benchmark: str) -> dict[str, Any]:
-    logged = parse_run(path)
+    try:
+        logged = parse_run(path)
+    except ResultsError as e:
+        raise ResultsError(f"cannot resume from a finished run: {e}") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ResultsError(
+            f"cannot resume from {path}: malformed MLLOG record ({type(e).__name__}: {e}); move it away to redo the run"
+        ) from None
     if logged.status is None or logged.minutes is None:
         raise ResultsError(f"{path} is not a complete run (no run_start/run_stop): delete it to redo the run")
     if logged.platform != system:
@@ -106,6 +116,7 @@ def _resume_run(path: Path, system: str, scale: str, benchmark: str) -> dict[str
         "log": str(path),
         "resumed": True,
         "curve": logged.curve,
+        "start_ms": logged.start_ms,
     }
 
 
@@ -204,6 +215,7 @@ def run_suite(
             [(r["status"] == "success", r["minutes"]) for r in runs],
             runs_required=spec.runs_required,
             dropped=spec.runs_dropped,
+            start_times=[r.get("start_ms") for r in runs],
         )
         summaries.append(
             BenchmarkSummary(benchmark=key, scale=options.scale, target=spec.target_text, runs=runs, score=score)
@@ -220,6 +232,18 @@ def _run_record(outcome: RunOutcome, path: Path) -> dict[str, Any]:
     return rec
 
 
+def _window(s: BenchmarkSummary) -> dict[str, Any] | None:
+    """The N consecutive runs that were scored: their result files, where they lie among all the runs."""
+    if s.score.window is None:
+        return None
+    start, stop = s.score.window
+    return {
+        "runs": f"{start + 1}-{stop} of {s.score.runs}",  # positions in start order, counted from 1
+        "windows": s.score.windows,
+        "logs": [s.runs[i].get("log") for i in s.score.window_runs],
+    }
+
+
 def write_summary(out: Path, system: str, summaries: list[BenchmarkSummary]) -> Path:
     doc = {
         "system": system,
@@ -233,7 +257,8 @@ def write_summary(out: Path, system: str, summaries: list[BenchmarkSummary]) -> 
                 "valid": s.score.valid,
                 "note": s.score.note,
                 "spread_minutes": s.score.spread,
-                "runs": s.runs,
+                "window": _window(s),
+                "runs": [{**r, "in_window": i in s.score.window_runs} for i, r in enumerate(s.runs)],
             }
             for s in summaries
         ],

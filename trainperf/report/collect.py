@@ -2,8 +2,12 @@
 
 A path is a trainperf output folder (``trainperf run --out``) or an MLCommons submission folder
 ``<org>/`` (or a folder holding several of either): both have ``results/<system>/<benchmark>/result_<i>.txt``
-and ``systems/<system>.json``. Result files are only read, never executed or evaluated. Each benchmark
-is scored with :func:`trainperf.scoring.score_results` under the spec the registry gives for its scale.
+and ``systems/<system>.json``. Result files are only read, never executed or evaluated; a file whose
+timing is impossible (see :func:`trainperf.results.timing_problems`) is refused. A run counts as a
+success only when ``run_stop`` says so *and* one of its logged evaluations reaches the spec's target
+(the log's status is not trusted alone). Each benchmark is scored with
+:func:`trainperf.scoring.score_results` under the spec the registry gives for its scale, the runs
+ordered by their ``run_start`` times.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from trainperf import registry
 from trainperf.errors import ResultsError, TrainperfError
 from trainperf.results import parse_run, read_mllog
 from trainperf.scoring import Score, score_results
-from trainperf.spec import SCALES
+from trainperf.spec import SCALES, BenchmarkSpec
 
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
 _RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
@@ -36,10 +40,19 @@ class RunResult:
     curve: list[tuple[float, float, float]]  # (minutes since run_start, progress as logged in epoch_num, quality)
     energy_joules: float | None = None
     energy_note: str = "not measured"
+    start_ms: float | None = None  # run_start's time_ms: the order of the runs for scoring
+    evaluations: tuple[Any, ...] = ()  # the eval_accuracy values as logged (numbers, or objects of fields)
+    reached_target: bool | None = None  # whether an evaluation reaches the spec's target; None: target unknown
+    note: str = ""  # why the run is counted differently from its logged status; "" otherwise
 
     @property
     def success(self) -> bool:
-        return self.status == "success"
+        """Logged as a success, and (when the target is known) an evaluation reaches the target."""
+        return self.status == "success" and self.reached_target is not False
+
+    @property
+    def counted_status(self) -> str:
+        return self.status if self.success or self.status != "success" else "failed (target not reached)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +66,11 @@ class BenchmarkResults:
     runs_required: int
     runs_dropped: int
     spec_note: str = ""  # "" when the spec came from the registry, else what was assumed
+
+    @property
+    def run_notes(self) -> list[str]:
+        """Why runs are counted differently from their logged status (e.g. success without the target)."""
+        return [r.note for r in self.runs if r.note]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,18 +196,27 @@ def _collect_benchmark(
             )
         runs.append(run)
     assert scale is not None
+    spec: BenchmarkSpec | None
     try:
         spec = registry.get_spec(key, scale)
         required, dropped = spec.runs_required, spec.runs_dropped
         target, target_text, spec_note = spec.target, spec.target_text, ""
     except TrainperfError:
+        spec = None
         required, dropped = registry.mlperf_runs(key) if key in registry.BENCHMARKS else FALLBACK_RUNS
         target, target_text = None, "unknown"
         spec_note = (
             f"trainperf has no {scale} spec for {key!r}: scored with {required} runs required, "
             f"{dropped} dropped at each end; target unknown"
         )
-    score = score_results([(r.success, r.minutes) for r in runs], runs_required=required, dropped=dropped)
+    if spec is not None:
+        runs = [_rederive(run, spec, key) for run in runs]
+    score = score_results(
+        [(r.success, r.minutes) for r in runs],
+        runs_required=required,
+        dropped=dropped,
+        start_times=[r.start_ms for r in runs],
+    )
     return BenchmarkResults(
         benchmark=key,
         scale=scale,
@@ -201,6 +228,41 @@ def _collect_benchmark(
         runs_dropped=dropped,
         spec_note=spec_note,
     )
+
+
+def _rederive(run: RunResult, spec: BenchmarkSpec, key: str) -> RunResult:
+    """The run with its success re-derived from its logged evaluations and the spec's target."""
+
+    def reached(value: Any) -> bool:
+        try:
+            return bool(spec.reached(value))
+        except (TypeError, ValueError, AttributeError):  # a value that is not a number or an object of numbers
+            return False
+
+    run = replace(run, reached_target=any(reached(v) for v in run.evaluations))
+    if run.status == "success" and not run.reached_target:
+        best = _best(run.evaluations, spec)
+        note = (
+            f"{run.path.name} of {key}: run_stop says status 'success', but none of its "
+            f"{len(run.evaluations)} eval_accuracy values reaches the target {spec.target_text}"
+            f"{f' (best: {best:g})' if best is not None else ''}; counted as failed"
+        )
+        run = replace(run, note=note)
+    return run
+
+
+def _best(values: tuple[Any, ...], spec: BenchmarkSpec) -> float | None:
+    heads = []
+    for v in values:
+        try:
+            h = spec.headline(v)
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if math.isfinite(h):
+            heads.append(h)
+    if not heads:
+        return None
+    return max(heads) if spec.higher_is_better else min(heads)
 
 
 def _read_run(
@@ -220,8 +282,6 @@ def _read_run(
             f"{path} is not a complete run (no run_start or no run_stop): a result file holds one whole run; "
             "move it away to make the report"
         )
-    if not math.isfinite(logged.minutes) or logged.minutes < 0:
-        raise ResultsError(f"{path}: run_stop is before run_start or not a finite time; the file is damaged")
     if logged.benchmark is not None and logged.benchmark != key:
         raise ResultsError(f"{path} is a {logged.benchmark!r} run in the {key!r} folder: move it to its own folder")
     if logged.platform is not None and logged.platform != system:
@@ -238,6 +298,8 @@ def _read_run(
         curve=logged.curve,
         energy_joules=joules,
         energy_note=note,
+        start_ms=logged.start_ms,
+        evaluations=tuple(logged.evaluations),
     )
     return run, logged.scale
 

@@ -207,7 +207,7 @@ def render_html(systems: list[SystemResults], *, price_per_hour: float | None, h
         [
             _e(s.label), _e(b.benchmark), _e(b.scale), f"{b.score.successes}/{b.score.runs}",
             _label_html(b), _min(b.score.spread), _e(b.target_text),
-            _e("; ".join(x for x in (b.score.note, b.spec_note) if x) or "valid olympic score"),
+            _e("; ".join(x for x in (b.score.note, b.spec_note, *b.run_notes) if x) or "valid olympic score"),
         ]
         for s, b in pairs
     ]  # fmt: skip
@@ -245,7 +245,7 @@ def render_html(systems: list[SystemResults], *, price_per_hour: float | None, h
     if any(r.energy_joules is not None for _, _, r in runs):
         rows = [
             [
-                _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _e(r.path.name), _e(r.status), _min(r.minutes),
+                _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _e(r.path.name), _e(r.counted_status), _min(r.minutes),
                 _energy(r.energy_joules) if r.energy_joules is not None else "not measured", _e(r.energy_note),
             ]
             for s, b, r in runs
@@ -281,7 +281,9 @@ def render_html(systems: list[SystemResults], *, price_per_hour: float | None, h
         f"<title>trainperf report</title><style>{_CSS}</style></head><body>\n"
         f'<h1>trainperf report</h1><p class="meta">{len(systems)} system(s), {len(groups)} benchmark(s); '
         f"made {stamp} by trainperf {_version()}. A score is the olympic mean of the runs' minutes "
-        "(MLPerf Training v2.0 rules); fewer runs than the rules require make a preview.</p>\n"
+        "(MLPerf Training v2.0 rules); with more runs than the rules require, that of the median window of "
+        "consecutive runs (by start time); fewer runs make a preview. A run counts as a success only when "
+        "an evaluation it logged reaches the target.</p>\n"
         f"<nav>{nav}</nav>\n{sections}\n</body></html>\n"
     )
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from trainperf.errors import DataError, NotAvailableError, UsageError
 from trainperf.registry import BENCHMARKS
+from trainperf.results import timing_problems
 from trainperf.rules import mini_rules
 from trainperf.spec import MLPERF_RULESET, SCALES
 
@@ -32,6 +33,11 @@ CHECKER_MODULE = "mlperf_logging.compliance_checker"
 CHECKER_TIMEOUT_S = 120
 MLLOG_TOKEN = ":::MLLOG "
 TARGET_PROBLEM = "quality target not reached"  # every target problem starts with this
+# every problem with the run's timing starts with this (the official checker orders lines but never compares times)
+TIMING_PROBLEM = (
+    f"timing rule (MLPerf Training v{MLPERF_RULESET}: the result is run_stop - run_start, and every evaluation "
+    "is on the clock)"
+)
 _SEPARATOR = "\n" + "-" * 30 + "\n"  # how the checker joins its messages
 _RECORD_FIELDS = ("time_ms", "key", "value", "metadata")  # the checker crashes when one is missing
 _SHOWN = 10  # names listed before "... and N more"
@@ -466,6 +472,10 @@ def check_log(
             warnings=list(dict.fromkeys(warnings or [])),
         )
 
+    timing = [
+        f"{TIMING_PROBLEM}: {p}; the log is damaged or was edited: restore it, or redo the run"
+        for p in timing_problems((ln.lineno, ln.record) for ln in lines if ln.record is not None)
+    ]
     problems = _preflight(lines, benchmark)
     if key is not None and logged_benchmark is not None and logged_benchmark != key:
         problems.insert(0, f"the log is for benchmark {logged_benchmark!r} (submission_benchmark), not {key!r}")
@@ -476,14 +486,14 @@ def check_log(
             "log the benchmark or name it explicitly",
         )
     if problems:
-        return result(False, problems, "(the official checker was not run: fix the problems listed first)")
+        return result(False, problems + timing, "(the official checker was not run: fix the problems listed first)")
 
     _checker_dir()  # a clear error when mlperf-logging is missing
     rc, out, err = _run_checker(path.resolve(), config)
     raw = out + err
     if rc is None:
         return result(False, [f"the official checker did not finish within {CHECKER_TIMEOUT_S} s"], raw)
-    problems, warnings = [], []
+    problems, warnings = list(timing), []
     for msg in _messages(err):
         problem, warning = _explain(msg, lines, benchmark)
         problems += [problem] if problem else []

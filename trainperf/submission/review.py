@@ -356,7 +356,8 @@ def _verdict(bench: _Bench, summary: official.Summary | None) -> Verdict:
         else (False, math.inf)
         for r in bench.runs
     ]
-    ours = score_results(results, runs_required=need, dropped=dropped) if results else None
+    starts = [r.logged.start_ms if r.logged else None for r in bench.runs]
+    ours = score_results(results, runs_required=need, dropped=dropped, start_times=starts) if results else None
     theirs = summary.scores.get((bench.system, bench.benchmark)) if summary else None
     warnings = list(bench.warnings)
     if summary:
