@@ -203,23 +203,30 @@ def cmd_system(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from trainperf.rules.compliance import check_log
+    from trainperf.rules.gate import printable
 
     console = Console()
     failed = 0
+    notes = []
     for log in args.logs:
         res = check_log(log, scale=args.scale)
         rules = f"ruleset {res.ruleset}" + (" + trainperf mini rules" if res.scale == "mini" else "")
+        about = escape(printable(f"{log} ({res.benchmark}, {res.scale}, {rules})"))  # the values come from the log
         if res.passed:
-            console.print(f"[green]PASS[/green] {log} ({res.benchmark}, {res.scale}, {rules})")
+            console.print(f"[green]PASS[/green] {about}")
         else:
             failed += 1
-            console.print(f"[red]FAIL[/red] {log} ({res.benchmark}, {res.scale}, {rules})")
+            console.print(f"[red]FAIL[/red] {about}")
             for p in res.problems:
-                console.print(f"  - {p}", highlight=False, markup=False)
+                console.print(f"  - {printable(p)}", highlight=False, markup=False)
         if args.verbose:
-            console.print(res.raw, highlight=False, markup=False)
+            console.print(printable(res.raw), highlight=False, markup=False)
+        notes += [res.confinement] if res.confinement else []
+    for note in dict.fromkeys(notes):
+        console.print(f"official checker: {note}", highlight=False, markup=False)
     return 1 if failed else 0
 
 

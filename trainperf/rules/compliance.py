@@ -5,11 +5,16 @@ the shipped mini rule file of their benchmark (see :mod:`trainperf.rules.mini_ru
 official ``common.yaml`` too. The checker runs in a subprocess (its rules are Python strings that it
 evaluates, and it keeps global state between files); trainperf itself only json-parses the log to
 pick the rules and to explain the checker's messages, and never evaluates anything from it.
+
+A log is untrusted: the v2.0 rule files build rule-file paths from logged values and execute the file
+they reach, so :mod:`trainperf.rules.gate` screens the log first and a log it refuses never reaches the
+checker; the checker itself runs confined where the machine allows it (:mod:`trainperf.confine`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import math
 import operator
@@ -23,16 +28,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainperf.confine import Confinement, confinement
 from trainperf.errors import DataError, NotAvailableError, UsageError
 from trainperf.registry import BENCHMARKS
 from trainperf.results import timing_problems
-from trainperf.rules import mini_rules
+from trainperf.rules import gate, mini_rules
 from trainperf.spec import MLPERF_RULESET, SCALES
 
 CHECKER_MODULE = "mlperf_logging.compliance_checker"
 CHECKER_TIMEOUT_S = 120
 MLLOG_TOKEN = ":::MLLOG "
 TARGET_PROBLEM = "quality target not reached"  # every target problem starts with this
+# every problem found by the gate (trainperf.rules.gate) starts with this
+GATE_PROBLEM = "refused before the official checker read it"
 # every problem with the run's timing starts with this (the official checker orders lines but never compares times)
 TIMING_PROBLEM = (
     f"timing rule (MLPerf Training v{MLPERF_RULESET}: the result is run_stop - run_start, and every evaluation "
@@ -56,6 +64,7 @@ class CheckResult:
     problems: list[str]
     raw: str  # the checker's full output (stdout and stderr)
     warnings: list[str] = field(default_factory=list)  # reported by the checker without failing
+    confinement: str = ""  # how the checker ran: "confined: ..." or "not confined: <why>"; "" when it did not run
 
 
 def is_target_only_failure(result: CheckResult) -> bool:
@@ -71,14 +80,27 @@ class _Line:
     error: str = ""
 
 
-def _read_log(path: Path) -> list[_Line]:
-    """MLLOG records in checker order (its "line N" counts these records from 0)."""
+def _read_bytes(path: Path) -> bytes:
+    """The log's bytes, read once: the gate, the explanations and the checker all see these same bytes."""
+    where = gate.printable(str(path))
     if not path.exists():
-        raise UsageError(f"log file {path} does not exist")
+        raise UsageError(f"log file {where} does not exist")
     if not path.is_file():
-        raise UsageError(f"{path} is not a file: give the path of one MLLOG file (e.g. result_0.txt)")
+        raise UsageError(f"{where} is not a file: give the path of one MLLOG file (e.g. result_0.txt)")
+    try:
+        return gate.read_capped(path.resolve(), gate.MAX_RESULT_BYTES)
+    except ValueError as e:
+        raise DataError(
+            f"{where} {e}: refused unread (MLPerf result logs are well under 1 MiB); is it the log of one run?"
+        ) from None
+    except OSError as e:
+        raise UsageError(f"cannot read {where}: {e.strerror}") from None
+
+
+def _read_log(path: Path, data: bytes) -> list[_Line]:
+    """MLLOG records in checker order (its "line N" counts these records from 0)."""
     lines = []
-    with path.open(encoding="utf-8", errors="replace") as f:
+    with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace") as f:
         for lineno, text in enumerate(f, start=1):
             if MLLOG_TOKEN not in text:
                 continue
@@ -174,9 +196,15 @@ def _checker_dir() -> Path:
     return Path(spec.origin).parent
 
 
-def _run_checker(path: Path, config: Path | None) -> tuple[int | None, str, str]:
-    """(exit code or None on timeout, stdout, stderr); runs in a temp dir so nothing lands in the cwd."""
+def _run_checker(data: bytes, name: str, config: Path | None) -> tuple[int | None, str, str, Confinement]:
+    """(exit code or None on timeout, stdout, stderr, how it was confined) of the checker on the log ``data``,
+    which it reads from a temp dir (the bytes the gate passed, whatever happens to the file meanwhile); it runs
+    there too, so nothing lands in the cwd."""
     with tempfile.TemporaryDirectory(prefix="trainperf-check-") as tmp:
+        path = Path(tmp) / "log" / name
+        path.parent.mkdir()
+        path.write_bytes(data)
+        confined = confinement(writable=[Path(tmp)])
         cmd = [
             sys.executable,
             "-m",
@@ -194,13 +222,20 @@ def _run_checker(path: Path, config: Path | None) -> tuple[int | None, str, str]
         env = {**os.environ, "PYTHONHASHSEED": "0"}  # the checker prints sets; keep its output stable
         try:
             proc = subprocess.run(
-                cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=CHECKER_TIMEOUT_S, check=False
+                confined.wrap(cmd),
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=CHECKER_TIMEOUT_S,
+                check=False,
             )
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
             err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-            return None, out, err
-        return proc.returncode, proc.stdout, proc.stderr
+            return None, out, err, confined
+        return proc.returncode, proc.stdout, proc.stderr, confined
 
 
 def _messages(stderr: str) -> list[str]:
@@ -432,7 +467,8 @@ def check_log(
     by :func:`trainperf.rules.mini_rules.write_mini_rules`).
     """
     path = Path(path)
-    lines = _read_log(path)
+    data = _read_bytes(path)
+    lines = _read_log(path, data)
     if scale is None:
         logged = _first_value(lines, "trainperf_scale")
         scale = "reference" if logged is None else logged
@@ -459,7 +495,9 @@ def check_log(
                 "shipped files with `python -m trainperf.rules.mini_rules`"
             )
 
-    def result(passed: bool, problems: list[str], raw: str, warnings: list[str] | None = None) -> CheckResult:
+    def result(
+        passed: bool, problems: list[str], raw: str, warnings: list[str] | None = None, confined: str = ""
+    ) -> CheckResult:
         return CheckResult(
             path=path,
             passed=passed,
@@ -470,6 +508,18 @@ def check_log(
             problems=list(dict.fromkeys(problems)),
             raw=raw,
             warnings=list(dict.fromkeys(warnings or [])),
+            confinement=confined,
+        )
+
+    refused = gate.screen_log(data)
+    if refused:
+        return result(
+            False,
+            [
+                f"{GATE_PROBLEM}: {r}; fix the log (the official checker runs only on a log that passes)"
+                for r in refused
+            ],
+            "(the official checker was not run: the log holds values that could lead it to other files)",
         )
 
     timing = [
@@ -489,10 +539,12 @@ def check_log(
         return result(False, problems + timing, "(the official checker was not run: fix the problems listed first)")
 
     _checker_dir()  # a clear error when mlperf-logging is missing
-    rc, out, err = _run_checker(path.resolve(), config)
+    rc, out, err, confined = _run_checker(data, path.name, config)
     raw = out + err
     if rc is None:
-        return result(False, [f"the official checker did not finish within {CHECKER_TIMEOUT_S} s"], raw)
+        return result(
+            False, [f"the official checker did not finish within {CHECKER_TIMEOUT_S} s"], raw, confined=confined.note
+        )
     problems, warnings = list(timing), []
     for msg in _messages(err):
         problem, warning = _explain(msg, lines, benchmark)
@@ -504,4 +556,4 @@ def check_log(
         problems.append(f"the official checker stopped with an error ({last}); its full output is in raw")
     if rc != 0 and not problems:
         problems.append(f"the official checker failed (exit code {rc}) without a message; see raw")
-    return result(rc == 0 and not problems, problems, raw, warnings)
+    return result(rc == 0 and not problems, problems, raw, warnings, confined.note)

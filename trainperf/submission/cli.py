@@ -55,13 +55,14 @@ def cmd_package(args: argparse.Namespace) -> int:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    from trainperf.rules.gate import printable
     from trainperf.submission.review import review
 
     result = review(args.package)
     if args.verbose:
         for tool, text in result.raw.items():
-            print(f"--- {tool} ---\n{text.rstrip()}\n")
-    print("\n".join(format_review(result)))
+            print(printable(f"--- {tool} ---\n{text.rstrip()}\n"))
+    print(printable("\n".join(format_review(result))))
     return 0 if result.passed else 1
 
 
@@ -70,6 +71,7 @@ def format_review(r: Any) -> list[str]:
     from trainperf.submission.review import minutes_text
 
     lines = [f"Review of {r.package} (org {r.org}; official tools: MLPerf Training v{MLPERF_RULESET})"]
+    lines += [f"  official tools {r.confinement}"] if r.confinement else []
     lines += [f"  - {p}" for p in r.problems]
     for v in r.verdicts:
         if v.score is None or v.score.minutes is None:

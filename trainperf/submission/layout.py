@@ -1,31 +1,41 @@
-"""The layout of an untrusted submission package: finding it, copying it safely, and surveying the copy.
+"""The layout of an untrusted submission package: finding it, and copying what the official tools read.
 
-``copy_package`` copies the package into a private folder and refuses, naming the path, any entry that
-could make a reader leave the package: a link with an absolute target, with ``..`` components, or whose
-target lies outside; a linked folder; anything that is not a plain file or folder; a name with control
-characters. ``survey`` then reads the copy's layout as data (JSON and folder names only), records what
-is wrong in words that name the file, and removes from the copy what would crash the official tools
-(a result folder without a usable system description, a folder that is not a v2.0 benchmark) or sway
-them (``scaling.json``, which scales the summarizer's score, and ``package_checker_params``, which
-bypasses its seed and RCP checks: both are for the review committee, not for a package to carry).
+``copy_package`` copies into a private folder only what the official tools need: ``systems/*.json`` and
+``results/<system>/<benchmark>/result_*.txt``. Every file is read as bytes under a size cap (see
+:mod:`trainperf.rules.gate`: 16 MiB a result file, 1 MiB a system description, 256 MiB in all), refused
+by its apparent size before a byte is read. Links are never followed: a link where the copy reads
+refuses the package, naming it. Each name on the way must be a plain name (no path separator, ``..``,
+control or pattern character), and each file must pass the gate: a result file whose logged values
+would lead the official tools to other files, or a system description whose names would, is kept out
+of the copy, with the reason. The copy also leaves out what would crash the official tools (a result
+folder without a usable system description, a folder that is not a v2.0 benchmark) or sway them
+(``scaling.json``, which scales the summarizer's score, and ``package_checker_params``, which bypasses
+its seed and RCP checks: both are for the review committee, not for a package to carry). What it
+leaves out, and why, is recorded in words that name the file.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import json
 import os
-import shutil
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainperf.errors import ResultsError
 from trainperf.registry import BENCHMARKS
+from trainperf.rules import gate
 from trainperf.spec import MLPERF_RULESET
 from trainperf.system import DIVISIONS, REQUIRED_FIELDS
 
 RESULT_GLOB = "result_*.txt"  # what the official tools read
-_MAX_DEPTH = 24  # an MLCommons package is 5 deep; code trees a little deeper
+# At most this many entries are looked at in one package: a v2.0 package holds, per system, at most 8
+# benchmark folders of 5 to 40 result files.
+MAX_ENTRIES = 20_000
 _CONTROL_FILES = {
     "scaling.json": "scales the result_summarizer's score",
     "package_checker_params": "bypasses the official seed or RCP checks",
@@ -34,6 +44,7 @@ _NOT_A_PACKAGE = (
     "a package is <org>/systems/<system>.json, <org>/results/<system>/<benchmark>/result_<i>.txt and "
     "<org>/benchmarks; build one with `trainperf package`"
 )
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def find_org_dir(path: Path) -> Path:
@@ -53,55 +64,12 @@ def find_org_dir(path: Path) -> Path:
     raise ResultsError(f"{path} is not a submission package (no results/ folder): {_NOT_A_PACKAGE}")
 
 
-def _refuse(rel: Path, why: str) -> ResultsError:
-    return ResultsError(
-        f"refused: {rel} {why}. A package must hold its own files: nothing outside it is read, so fix or "
-        "remove that entry and review again"
-    )
-
-
-def copy_package(src: Path, dest: Path) -> None:
-    """Copy the package ``src`` to ``dest`` as plain files; refuse entries that could lead outside it."""
-    root = src.resolve()
-
-    def visit(folder: Path, target: Path, depth: int = 0) -> None:
-        if depth > _MAX_DEPTH:
-            raise _refuse(folder.relative_to(src), f"is nested more than {_MAX_DEPTH} folders deep")
-        target.mkdir(parents=True)
-        with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for entry in entries:
-            rel = Path(entry.path).relative_to(src)
-            if not entry.name.isprintable():
-                raise _refuse(rel, "has control characters in its name")
-            if entry.is_symlink():
-                link = os.readlink(entry.path)
-                if os.path.isabs(link):
-                    raise _refuse(rel, f"is a link to the absolute path {link!r}")
-                if ".." in Path(link).parts:
-                    raise _refuse(rel, f"is a link to {link!r}, a path with '..' components")
-                real = Path(entry.path).resolve()
-                if not real.is_relative_to(root):
-                    raise _refuse(rel, f"is a link to {link!r}, which points outside the package")
-                if real.is_dir():
-                    raise _refuse(rel, f"is a link to the folder {link!r}; a package holds plain folders")
-                if not real.is_file():
-                    raise _refuse(rel, f"is a link to {link!r}, which is not a file")
-                shutil.copyfile(real, target / entry.name)
-            elif entry.is_dir(follow_symlinks=False):
-                visit(Path(entry.path), target / entry.name, depth + 1)
-            elif entry.is_file(follow_symlinks=False):
-                shutil.copyfile(entry.path, target / entry.name)
-            else:
-                raise _refuse(rel, "is neither a file nor a folder")
-
-    visit(src, dest)
-
-
 @dataclass(kw_only=True)
 class Layout:
     root: Path  # the private copy
     benchmarks: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (system, benchmark) -> files
+    # (system, benchmark) -> result file name -> why it was kept out of the copy (not read by any official tool)
+    refused: dict[tuple[str, str], dict[str, list[str]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # about the package as a whole
     system_problems: dict[str, list[str]] = field(default_factory=dict)
     problems_of: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -120,14 +88,151 @@ class Layout:
         return text.replace(str(self.root) + "/", "")
 
 
-def _system_problems(desc: Path, system: str, org: str) -> tuple[list[str], dict | None]:
-    where = f"systems/{system}.json"
-    if not desc.is_file():
-        return [f"{where} is missing: results/{system} needs its system description (`trainperf system -o`)"], None
+# --- reading the package without following a link ------------------------------------------------
+class _Reader:
+    """Reads folders and files of the package by descriptor (``O_NOFOLLOW``), counting entries and bytes."""
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.bytes = 0
+
+    def listing(self, fd: int, rel: Path, *, read: Callable[[str], bool] = lambda name: True) -> list[tuple[str, int]]:
+        """(name, st_mode) of each entry of the folder ``fd`` that ``read`` selects, sorted; such an entry that is
+        a link refuses the package."""
+        out = []
+        with os.scandir(fd) as it:
+            for entry in it:
+                self.entries += 1
+                if self.entries > MAX_ENTRIES:
+                    raise ResultsError(
+                        f"refused: the package holds more than {MAX_ENTRIES} entries where the official tools read "
+                        f"(at {gate.printable(str(rel))}); a package holds systems/ and results/<system>/<benchmark>/"
+                    )
+                if not read(entry.name):
+                    continue
+                mode = os.stat(entry.name, dir_fd=fd, follow_symlinks=False).st_mode
+                if stat.S_ISLNK(mode):
+                    raise _link_refused(rel / entry.name, os.readlink(entry.name, dir_fd=fd))
+                out.append((entry.name, mode))
+        return sorted(out)
+
+    def open_folder(self, name: str, parent: int, rel: Path) -> int:
+        try:
+            return os.open(name, _FOLDER, dir_fd=parent)
+        except OSError as e:  # replaced by a link (ELOOP) or a file while it was read
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _link_refused(rel, "?") from None
+            raise ResultsError(f"cannot read {gate.printable(str(rel))} in the package: {e.strerror}") from None
+
+    def read(self, name: str, parent: int, limit: int, rel: Path) -> bytes:
+        """The file's bytes (ValueError with the reason when it is over ``limit``)."""
+        try:
+            data = gate.read_capped(Path(name), limit, dir_fd=parent)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise _link_refused(rel, "?") from None
+            raise ResultsError(f"cannot read {gate.printable(str(rel))} in the package: {e.strerror}") from None
+        self.bytes += len(data)
+        if self.bytes > gate.MAX_PACKAGE_BYTES:
+            raise ResultsError(
+                f"refused: the system descriptions and result files of the package add up to more than "
+                f"{gate.MAX_PACKAGE_BYTES // 2**20} MiB (at {gate.printable(str(rel))}); MLPerf packages are far "
+                "smaller: remove what is not a result of a run"
+            )
+        return data
+
+
+def _link_refused(rel: Path, link: str) -> ResultsError:
+    if os.path.isabs(link):
+        why = f"is a link to the absolute path {link!r}"
+    elif ".." in Path(link).parts:
+        why = f"is a link to {link!r}, a path with '..' components"
+    else:
+        why = f"is a link to {link!r}" if link != "?" else "turned into a link or a file while it was read"
+    return ResultsError(
+        f"refused: {gate.printable(str(rel))} {gate.printable(why)}. Links in a package are never followed: put the "
+        "file or folder itself there, and review again"
+    )
+
+
+def _name(name: str) -> str:
+    return gate.shown(name) if gate.name_problem(name) else name
+
+
+# --- the copy ------------------------------------------------------------------------------------------
+def copy_package(src: Path, dest: Path) -> Layout:
+    """Copy what the official tools read from the package ``src`` into ``dest`` (see the module docstring)."""
+    org = src.name
+    if problem := gate.name_problem(org, file_name=True):
+        raise ResultsError(
+            f"refused: the package folder's name {gate.shown(org)} {problem}; it is the submitter's name "
+            "(<org>): rename the folder"
+        )
+    reader = _Reader()
+    layout = Layout(root=dest)
+    dest.mkdir(parents=True)
+    root = os.open(src, _FOLDER)
     try:
-        contents = json.loads(desc.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        return [f"{where} is not valid JSON ({e}); the official tools cannot read it"], None
+        top = dict(reader.listing(root, Path(), read=lambda name: name in ("systems", "results")))
+        if "results" not in top or not stat.S_ISDIR(top["results"]):
+            raise ResultsError(f"{org} is not a submission package (no results/ folder): {_NOT_A_PACKAGE}")
+        descriptions: dict[str, tuple[list[str], dict[str, Any] | None]] = {}
+        if "systems" in top and stat.S_ISDIR(top["systems"]):
+            descriptions = _copy_systems(reader, root, dest / "systems", layout, org)
+        results = reader.open_folder("results", root, Path("results"))
+        try:
+            systems = [name for name, mode in reader.listing(results, Path("results")) if stat.S_ISDIR(mode)]
+            for system in systems:
+                _copy_system_results(reader, results, system, descriptions, layout)
+        finally:
+            os.close(results)
+    finally:
+        os.close(root)
+    for system, (problems, _) in descriptions.items():  # a description without results still counts
+        layout.problems += [] if system in systems else problems
+    if not layout.benchmarks:
+        layout.problems.append(
+            f"the package holds no results (results/<system>/<benchmark>/result_<i>.txt): {_NOT_A_PACKAGE}"
+        )
+    return layout
+
+
+def _copy_systems(
+    reader: _Reader, root: int, dest: Path, layout: Layout, org: str
+) -> dict[str, tuple[list[str], dict[str, Any] | None]]:
+    """Read every systems/*.json; copy the usable ones. Returns system -> (problems, contents or None)."""
+    found: dict[str, tuple[list[str], dict[str, Any] | None]] = {}
+    fd = reader.open_folder("systems", root, Path("systems"))
+    try:
+        for name, mode in reader.listing(fd, Path("systems"), read=lambda name: name.endswith(".json")):
+            if not stat.S_ISREG(mode):
+                continue
+            system = name.removesuffix(".json")
+            where = f"systems/{_name(name)}"
+            if problem := gate.name_problem(system, file_name=True):
+                layout.problems.append(f"{where}: the system name {problem}; left out of the check")
+                continue
+            try:
+                data = reader.read(name, fd, gate.MAX_SYSTEM_BYTES, Path("systems") / name)
+            except ValueError as e:
+                found[system] = ([f"{where} {e}; left out of the check (a system description is a few KiB)"], None)
+                continue
+            found[system] = _system_problems(data, system, org)
+            if found[system][1] is not None:
+                dest.mkdir(parents=True, exist_ok=True)
+                (dest / name).write_bytes(data)
+    finally:
+        os.close(fd)
+    return found
+
+
+def _system_problems(data: bytes, system: str, org: str) -> tuple[list[str], dict[str, Any] | None]:
+    """(problems, contents); contents is None when the official tools must not see the description."""
+    where = f"systems/{system}.json"
+    try:
+        contents = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        return [f"{where} is not valid JSON ({gate.printable(str(e))}); the official tools cannot read it"], None
     if not isinstance(contents, dict):
         return [f"{where} must be a JSON object of field -> string"], None
     missing = [f for f in REQUIRED_FIELDS if f not in contents]
@@ -140,6 +245,9 @@ def _system_problems(desc: Path, system: str, org: str) -> tuple[list[str], dict
     ]
     if problems:
         return problems, None
+    refused = gate.screen_system(contents)
+    if refused:
+        return [f"{where}: {r}; the official tools are not run on this system" for r in refused], None
     if contents["submitter"] != org:
         problems.append(f"{where} names submitter {contents['submitter']!r}, but the package is org {org!r}")
     if contents["division"] not in DIVISIONS:
@@ -147,61 +255,83 @@ def _system_problems(desc: Path, system: str, org: str) -> tuple[list[str], dict
     return problems, contents
 
 
-def _control_file(layout: Layout, path: Path, owner: str | tuple[str, str]) -> None:
-    rel = path.relative_to(layout.root)
-    msg = f"{rel} {_CONTROL_FILES[path.name]}; only the review committee may add it (left out of the check)"
+def _control_file(layout: Layout, rel: str, name: str, owner: str | tuple[str, str]) -> None:
+    msg = f"{rel} {_CONTROL_FILES[name]}; only the review committee may add it (left out of the check)"
     if isinstance(owner, tuple):
         layout.problems_of.setdefault(owner, []).append(msg)
     else:
         layout.system_problems.setdefault(owner, []).append(msg)
-    path.unlink()
 
 
-def survey(root: Path, org: str) -> Layout:
-    """Read the private copy's layout; record problems and remove what the official tools must not see."""
-    layout = Layout(root=root)
-    results = root / "results"
-    if not results.is_dir():
-        raise ResultsError(f"{root.name} is not a submission package (no results/ folder): {_NOT_A_PACKAGE}")
-    for system_dir in sorted(p for p in results.iterdir() if p.is_dir()):
-        system = system_dir.name
-        problems, contents = _system_problems(root / "systems" / f"{system}.json", system, org)
-        layout.system_problems[system] = problems
-        if contents is None:
-            layout.unusable_systems.add(system)
-        else:
-            layout.divisions[system] = contents["division"]
-        if (system_dir / "package_checker_params").is_file():
-            _control_file(layout, system_dir / "package_checker_params", system)
-        for bench_dir in sorted(p for p in system_dir.iterdir() if p.is_dir()):
-            key = (system, bench_dir.name)
-            if bench_dir.name not in BENCHMARKS:
-                layout.problems.append(
-                    f"results/{system}/{bench_dir.name}: {bench_dir.name!r} is not an MLPerf Training "
-                    f"v{MLPERF_RULESET} benchmark ({', '.join(BENCHMARKS)}); left out of the check"
-                )
-                shutil.rmtree(bench_dir)
-                continue
-            files = []
-            for p in sorted(bench_dir.iterdir()):
-                if p.name in _CONTROL_FILES and p.is_file():
-                    _control_file(layout, p, key)
-                elif fnmatch.fnmatchcase(p.name, RESULT_GLOB) and p.is_file():
-                    files.append(p.name)
-                else:
-                    layout.warnings_of.setdefault(key, []).append(
-                        f"{p.relative_to(root)} is not a result file; a result folder holds result_<i>.txt files only"
-                    )
-            layout.benchmarks[key] = files
-            if not files:
-                layout.problems_of.setdefault(key, []).append(
-                    f"results/{system}/{bench_dir.name} holds no result files"
-                )
-        if system in layout.unusable_systems:  # the official tools crash on it: our own checks only
-            (root.parent / "unchecked").mkdir(exist_ok=True)
-            shutil.move(system_dir, root.parent / "unchecked" / system)
-    if not layout.benchmarks:
+def _copy_system_results(
+    reader: _Reader,
+    results: int,
+    system: str,
+    descriptions: dict[str, tuple[list[str], dict[str, Any] | None]],
+    layout: Layout,
+) -> None:
+    rel = Path("results") / system
+    if problem := gate.name_problem(system, file_name=True):
+        layout.problems.append(f"results/{_name(system)}: the system folder's name {problem}; left out of the check")
+        return
+    missing = f"systems/{system}.json is missing: results/{system} needs its system description (`trainperf system -o`)"
+    problems, contents = descriptions.get(system, ([missing], None))
+    layout.system_problems[system] = list(problems)
+    if contents is None:  # the official tools crash on it: trainperf's own checks only
+        layout.unusable_systems.add(system)
+    else:
+        layout.divisions[system] = contents["division"]
+    fd = reader.open_folder(system, results, rel)
+    try:
+        for name, mode in reader.listing(fd, rel):
+            if name == "package_checker_params" and stat.S_ISREG(mode):
+                _control_file(layout, f"results/{system}/{name}", name, system)
+            elif stat.S_ISDIR(mode):
+                _copy_benchmark(reader, fd, system, name, layout)
+    finally:
+        os.close(fd)
+
+
+def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str, layout: Layout) -> None:
+    rel = Path("results") / system / benchmark
+    if benchmark not in BENCHMARKS:
         layout.problems.append(
-            f"the package holds no results (results/<system>/<benchmark>/result_<i>.txt): {_NOT_A_PACKAGE}"
+            f"results/{system}/{_name(benchmark)}: {benchmark!r} is not an MLPerf Training v{MLPERF_RULESET} "
+            f"benchmark ({', '.join(BENCHMARKS)}); left out of the check"
         )
-    return layout
+        return
+    key = (system, benchmark)
+    files: list[str] = []
+    dest = layout.folder(key)
+    fd = reader.open_folder(benchmark, system_fd, rel)
+    try:
+        for name, mode in reader.listing(fd, rel):
+            where = f"results/{system}/{benchmark}/{_name(name)}"
+            if name in _CONTROL_FILES and stat.S_ISREG(mode):
+                _control_file(layout, where, name, key)
+                continue
+            if not (fnmatch.fnmatchcase(name, RESULT_GLOB) and stat.S_ISREG(mode)):
+                layout.warnings_of.setdefault(key, []).append(
+                    f"{where} is not a result file; a result folder holds result_<i>.txt files only (left out)"
+                )
+                continue
+            if problem := gate.name_problem(name):
+                layout.refused.setdefault(key, {})[name] = [f"its name {problem}"]
+                continue
+            try:
+                data = reader.read(name, fd, gate.MAX_RESULT_BYTES, rel / name)
+            except ValueError as e:
+                layout.refused.setdefault(key, {})[name] = [f"the file {e}; it is not read"]
+                continue
+            refusals = gate.screen_log(data)
+            if refusals:
+                layout.refused.setdefault(key, {})[name] = refusals
+                continue
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(data)
+            files.append(name)
+    finally:
+        os.close(fd)
+    layout.benchmarks[key] = files
+    if not files and not layout.refused.get(key):
+        layout.problems_of.setdefault(key, []).append(f"results/{system}/{benchmark} holds no result files")

@@ -4,8 +4,10 @@
 ``python -m mlperf_logging.<tool>`` with their working folder in a temporary directory: they write log
 files and ``summary.json`` into the working folder, and the package checker and the summarizer write
 ``scaling.json`` into result folders of closed-division packages. So they are only ever run on a private
-copy of a package (see :mod:`trainperf.submission.review`). trainperf never evaluates their output; it
-reads log lines and a CSV.
+copy of a package (see :mod:`trainperf.submission.review`), after :mod:`trainperf.rules.gate` has kept out
+every file whose values would lead them to other files, and each runs confined where the machine allows
+it (:mod:`trainperf.confine`: no network; with bubblewrap, only its own folders writable). trainperf never
+evaluates their output; it reads log lines and a CSV.
 
 Quirks of 4.1.68 that this module works around:
 
@@ -33,6 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainperf.confine import confinement
 from trainperf.spec import MLPERF_RULESET
 
 USAGE = "training"
@@ -50,6 +53,7 @@ class ToolRun:
     out: str
     err: str
     log: str = ""  # its --log_output file, where it has one
+    confinement: str = ""  # "confined: ..." or "not confined: <why>"
 
     @property
     def raw(self) -> str:
@@ -68,23 +72,32 @@ class ToolRun:
         return f"the official {self.tool} stopped with an error ({last})"
 
 
-def _run(tool: str, args: list[str], *, workdir: Path, log_output: bool = True) -> ToolRun:
+def _run(tool: str, args: list[str], *, workdir: Path, writes: Path, log_output: bool = True) -> ToolRun:
+    """Run ``tool`` in ``workdir``, confined; it may write there and under ``writes`` (the folder it checks)."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"{tool}.log"
     cmd = [sys.executable, "-m", f"mlperf_logging.{tool}", *args]
     if log_output:
         cmd += ["--log_output", str(log)]
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    confined = confinement(writable=[workdir, writes])
     try:
         proc = subprocess.run(
-            cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+            confined.wrap(cmd),
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TOOL_TIMEOUT_S,
+            check=False,
         )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        return ToolRun(tool=tool, rc=None, out=out, err=err)
+        return ToolRun(tool=tool, rc=None, out=out, err=err, confinement=confined.note)
     text = log.read_text(encoding="utf-8", errors="replace") if log_output and log.exists() else ""
-    return ToolRun(tool=tool, rc=proc.returncode, out=proc.stdout, err=proc.stderr, log=text)
+    return ToolRun(tool=tool, rc=proc.returncode, out=proc.stdout, err=proc.stderr, log=text, confinement=confined.note)
 
 
 def _records(text: str) -> list[tuple[str, str]]:
@@ -118,7 +131,7 @@ _PACKAGE_WARNINGS = ("does not comply", "do not comply", "Unknown files", "do no
 
 def run_package_checker(org_dir: Path, workdir: Path) -> PackageCheck:
     """``python -m mlperf_logging.package_checker ORG_DIR training 2.0.0``, its log split per benchmark."""
-    ran = _run("package_checker", [str(org_dir), USAGE, MLPERF_RULESET], workdir=workdir)
+    ran = _run("package_checker", [str(org_dir), USAGE, MLPERF_RULESET], workdir=workdir, writes=org_dir)
     text = ran.log or ran.err
     check = PackageCheck(
         ran=ran,
@@ -164,7 +177,7 @@ def run_rcp_checker(benchmark_dir: Path, workdir: Path, *, custom_rcps: Path | N
     args = [str(benchmark_dir), "--rcp_usage", USAGE, "--rcp_version", MLPERF_RULESET, "--rcp_pass", "pruned_rcps"]
     if custom_rcps is not None:
         args += ["--custom_rcps", str(custom_rcps)]
-    ran = _run("rcp_checker", args, workdir=workdir)
+    ran = _run("rcp_checker", args, workdir=workdir, writes=benchmark_dir)
     text = ran.log or ran.err
     verdict = re.search(r"^(?:INFO|ERROR) - (.*), RCP test (PASSED|FAILED)", text, re.MULTILINE)
     if ran.crashed or verdict is None:
@@ -200,6 +213,7 @@ def run_result_summarizer(org_dir: Path, workdir: Path, benchmarks: list[str]) -
         "result_summarizer",
         [str(org_dir), USAGE, MLPERF_RULESET, "--csv", str(table)],
         workdir=workdir,
+        writes=org_dir,
         log_output=False,
     )
     scores: dict[tuple[str, str], float | None] = {}

@@ -9,9 +9,13 @@ distinct across a benchmark's runs, and each log's org, system and values consis
 
 A package is untrusted. Nothing in it is executed or evaluated by trainperf; the official tools (which
 write into the folders they check and into their working folder) run on a private copy with their
-working folder in a temporary directory, so nothing is written inside the package under review. Links
-that leave the package (absolute targets, ``..`` components, targets outside it) are refused before
-anything is read. The official package checker tolerates one non-compliant file per benchmark; this
+working folder in a temporary directory, so nothing is written inside the package under review. The
+copy (:func:`trainperf.submission.layout.copy_package`) holds only the system descriptions and result
+files, under size caps, read without following any link (a link refuses the package), and only those
+that pass :mod:`trainperf.rules.gate`: mlperf-logging's v2.0 rule files turn logged values into paths of
+YAML files whose code they execute, so a file with such a value is kept out of the copy and its verdict
+says why. The tools run confined where the machine allows it (:mod:`trainperf.confine`), and the review
+says how. The official package checker tolerates one non-compliant file per benchmark; this
 review tolerates only runs that are logged as stopped without reaching the target (``aborted``), as
 many as olympic scoring drops, and fails any other non-compliant file.
 """
@@ -30,14 +34,16 @@ from mlperf_logging.benchmark_meta import get_result_file_counts
 
 from trainperf.errors import NotAvailableError, TrainperfError, UsageError
 from trainperf.results import LoggedRun, parse_run, read_mllog
+from trainperf.rules import gate
 from trainperf.rules.compliance import TARGET_PROBLEM, check_log
 from trainperf.scoring import Score, score_results
 from trainperf.spec import MLPERF_RULESET
 from trainperf.submission import official
-from trainperf.submission.layout import Layout, copy_package, find_org_dir, survey
+from trainperf.submission.layout import Layout, copy_package, find_org_dir
 from trainperf.submission.package import mini_rcp_path
 
 _STATUS_PROBLEM = "the run stopped with status"  # compliance's words for a run that did not succeed
+_REASONS_SHOWN = 5  # reasons listed for a refused file before "and N more"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +72,7 @@ class Review:
     verdicts: list[Verdict]
     problems: list[str] = field(default_factory=list)  # about the package as a whole
     raw: dict[str, str] = field(default_factory=dict)  # each official tool's output
+    confinement: str = ""  # how the official tools ran: "confined: ..." or "not confined: <why>"; "" if none ran
 
     @property
     def passed(self) -> bool:
@@ -75,7 +82,7 @@ class Review:
 @dataclass(kw_only=True)
 class _Run:
     name: str
-    path: Path  # in the private copy
+    path: Path  # in the private copy (absent for a file refused by the gate)
     records: list[dict[str, Any]]
     logged: LoggedRun | None
     compliant: bool = False
@@ -98,8 +105,7 @@ def review(package_dir: Path) -> Review:
     org = org_dir.name
     with tempfile.TemporaryDirectory(prefix="trainperf-review-") as tmp:
         copy = Path(tmp) / "package" / org
-        copy_package(org_dir, copy)
-        layout = survey(copy, org)
+        layout = copy_package(org_dir, copy)
         work = Path(tmp) / "work"
         benches = {key: _Bench(system=key[0], benchmark=key[1]) for key in layout.benchmarks}
         for key, bench in benches.items():
@@ -107,12 +113,14 @@ def review(package_dir: Path) -> Review:
             bench.warnings += layout.warnings_of.get(key, [])
         problems = list(layout.problems)
         raw: dict[str, str] = {}
-        checkable = [k for k in benches if k[0] not in layout.unusable_systems]
+        notes: list[str] = []
+        checkable = [k for k in benches if k[0] not in layout.unusable_systems and layout.benchmarks[k]]
 
         # (a) the official package checker
         if checkable:
             pc = official.run_package_checker(copy, work / "package_checker")
             raw["package_checker"] = pc.ran.log or pc.ran.raw
+            notes.append(pc.ran.confinement)
             if pc.ran.crashed or not pc.finished:
                 problems.append(pc.ran.failure())
             for msg in pc.general:  # system descriptions: "System description checker failed for <name> : ..."
@@ -130,6 +138,10 @@ def review(package_dir: Path) -> Review:
         for key, bench in benches.items():
             files = layout.benchmarks[key]
             bench.runs = [_read_run(layout.folder(key) / name, bench, layout) for name in files]
+            bench.runs += [
+                _refused_run(layout.folder(key) / name, bench, why) for name, why in layout.refused.get(key, {}).items()
+            ]
+            bench.runs.sort(key=lambda r: r.name)
             scales = {r.logged.scale for r in bench.runs if r.logged and r.records}
             bench.scale = scales.pop() if len(scales) == 1 else bench.scale
             if len(scales) > 1:
@@ -140,17 +152,25 @@ def review(package_dir: Path) -> Review:
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
             else:
-                _check_rcp(bench, copy, work, layout, raw)  # (d)
+                _check_rcp(bench, copy, work, layout, raw, notes)  # (d)
 
         # (e) the official result summarizer
         summary = None
         if checkable:
             summary = official.run_result_summarizer(copy, work / "result_summarizer", sorted({k[1] for k in benches}))
             raw["result_summarizer"] = summary.ran.raw
+            notes.append(summary.ran.confinement)
             if summary.ran.crashed:
                 problems.append(summary.ran.failure())
         verdicts = [_verdict(bench, summary) for bench in benches.values()]
-    return Review(package=org_dir, org=org, verdicts=verdicts, problems=problems, raw=raw)
+    return Review(
+        package=org_dir,
+        org=org,
+        verdicts=verdicts,
+        problems=problems,
+        raw=raw,
+        confinement="; ".join(dict.fromkeys(n for n in notes if n)),
+    )
 
 
 # --- the steps ----------------------------------------------------------------------------------------
@@ -164,6 +184,17 @@ def _read_run(path: Path, bench: _Bench, layout: Layout) -> _Run:
     if not records:
         bench.problems.append(f"{path.name}: has no MLLOG lines; it is not the log of a run")
     return _Run(name=path.name, path=path, records=records, logged=logged)
+
+
+def _refused_run(path: Path, bench: _Bench, why: list[str]) -> _Run:
+    """A result file kept out of the private copy by the gate: counted, never read by an official tool."""
+    more = f" (and {len(why) - _REASONS_SHOWN} more)" if len(why) > _REASONS_SHOWN else ""
+    name = path.name if gate.name_problem(path.name) is None else gate.shown(path.name)
+    bench.problems.append(
+        f"{name}: refused before the official tools read it: {'; '.join(why[:_REASONS_SHOWN])}{more}; "
+        "fix the file (the official tools run only on files that pass)"
+    )
+    return _Run(name=path.name, path=path, records=[], logged=None)
 
 
 def _spec(bench: _Bench) -> Any:
@@ -290,7 +321,7 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) 
             )
 
 
-def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[str, str]) -> None:
+def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[str, str], notes: list[str]) -> None:
     """(d) the official rcp_checker against the official (reference) or trainperf's (mini) RCPs."""
     need, _ = _runs_required(bench)
     from trainperf import registry
@@ -323,6 +354,7 @@ def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[
     folder = copy / "results" / bench.system / bench.benchmark
     rcp = official.run_rcp_checker(folder, work / f"rcp_{bench.system}_{bench.benchmark}", custom_rcps=custom)
     raw[f"rcp_checker {bench.system}/{bench.benchmark}"] = rcp.ran.log or rcp.ran.raw
+    notes.append(rcp.ran.confinement)
     if rcp.ran.crashed:
         bench.rcp = f"could not be checked: {rcp.message}"
         bench.problems.append(f"RCP check {bench.rcp}")

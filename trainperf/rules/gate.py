@@ -1,0 +1,249 @@
+"""The gate: what an untrusted MLLOG file or system description must satisfy before an official tool reads it.
+
+Why it exists (mlperf-logging 4.1.68, ruleset ``training_2.0.0``): the compliance checker, which
+``package_checker`` and ``result_summarizer`` also run on every result file, builds rule-file paths from
+logged values and executes the CODE/PRE/POST/CHECK blocks of whatever YAML file a path reaches, even
+when the value fails its own CHECK (a POST runs after a failed CHECK):
+
+- ``common.yaml``: ``submission_division`` -> ``training_2.0.0/{value}_common.yaml``
+- ``open_common.yaml`` / ``closed_common.yaml``: ``submission_benchmark`` -> ``training_2.0.0/{open,closed}_{value}.yaml``
+- ``closed_resnet.yaml``: ``opt_name`` -> ``training_2.0.0/closed_resnet_{value}.yaml``
+
+A value of ``../`` segments reaches any ``*.yaml`` file on the machine, including one inside the
+package under review. ``rcp_checker`` takes the value of *any* MLLOG line whose text mentions
+``submission_benchmark`` as the benchmark and opens ``rcps_{value}.json`` from it.
+
+So before an official tool sees a file, every value that reaches a path is checked against what the
+v2.0 rules allow, and nothing the tools read may carry a path separator, ``..`` or a control character.
+The file is read the way the tools read it (latin-1, universal newlines, the text after the last
+``:::MLLOG `` of a line, parsed as JSON), so the gate sees what they see. Nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import stat
+import unicodedata
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from trainperf.registry import BENCHMARKS
+from trainperf.system import DIVISIONS
+
+MLLOG_TOKEN = ":::MLLOG "
+# Size caps. MLPerf Training v2.0 result files are well under 1 MiB (a run logs tens to a few thousand
+# lines) and a system description a few KiB; the caps leave ample room and stop a huge (or sparse) file
+# from being read at all: the apparent size is checked before a byte is read.
+MAX_RESULT_BYTES = 16 * 2**20  # one result file
+MAX_SYSTEM_BYTES = 1 * 2**20  # one systems/<system>.json
+MAX_PACKAGE_BYTES = 256 * 2**20  # everything `trainperf review` copies from one package
+# closed_resnet.yaml (v2.0): CHECK " v['value'] in ['sgd', 'lars'] ", then POST enqueues
+# training_2.0.0/closed_resnet_{opt_name}.yaml: closed_resnet_lars.yaml and closed_resnet_sgd.yaml exist.
+CLOSED_RESNET_OPT_NAMES = ("lars", "sgd")
+# The logged keys the v2.0 rule files format into a rule-file path (see the module docstring).
+PATH_KEYS = ("submission_division", "submission_benchmark", "opt_name")
+_RCP_BENCHMARK_TEXT = "submission_benchmark"  # rcp_checker: `if "submission_benchmark" in line: value is the benchmark`
+_GLOB_CHARS = frozenset("*?[]{}")  # glob patterns and result_summarizer's "{a,b}" folder syntax
+_SHOWN_CHARS = 240  # a value is shown whole up to this many characters (a path of 40 segments)
+
+
+def shown(value: Any, limit: int = _SHOWN_CHARS) -> str:
+    """``value`` as safe text: Python's repr (control and format characters escaped), cut after ``limit``."""
+    text = repr(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text)} characters)"
+    return printable(text)
+
+
+def printable(text: str) -> str:
+    """``text`` with every control or format character escaped (``\\x1b``), line breaks and tabs kept."""
+    return "".join(c if c in "\n\t" or not _is_control(c) else repr(c)[1:-1] for c in text)
+
+
+def _is_control(c: str) -> bool:
+    # Cc: C0/C1 controls and DEL (ESC starts terminal escapes); Cf: format characters such as the bidi
+    # overrides U+202A-U+202E that reorder text on screen; Zl/Zp: line and paragraph separators.
+    return unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
+
+
+def name_problem(name: Any, *, file_name: bool = False) -> str | None:
+    """Why ``name`` cannot be used in a path (None: it can). ``file_name``: also refuse glob characters."""
+    if not isinstance(name, str):
+        return "is not a string"
+    if not name:
+        return "is empty"
+    if bad := next((c for c in name if _is_control(c)), None):
+        return f"contains the control character U+{ord(bad):04X}"
+    if "/" in name or "\\" in name:
+        return "contains a path separator ('/' or '\\')"
+    if ".." in name:
+        return "contains '..'"
+    if file_name and (bad := next((c for c in name if c in _GLOB_CHARS), None)):
+        return f"contains {bad!r}, which the official tools read as a file pattern"
+    return None
+
+
+# --- result files ---------------------------------------------------------------------------------
+def read_capped(path: Path, limit: int, *, dir_fd: int | None = None) -> bytes:
+    """The bytes of the plain file ``path``, refused (ValueError) by its apparent size before any is read.
+
+    A link is never followed (``O_NOFOLLOW``); a FIFO or device is refused without blocking on it.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("is not a plain file")
+        if st.st_size > limit:
+            raise ValueError(f"is {_size(st.st_size)} (its apparent size), over the {_size(limit)} allowed")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)  # the file may have grown since fstat
+        if len(data) > limit:
+            raise ValueError(f"grew past the {_size(limit)} allowed while it was read")
+        return data
+    finally:
+        os.close(fd)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.4g} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, str]]:
+    """(line number from 1, the text after the line's last ``:::MLLOG `` token, stripped), as the tools read it.
+
+    mlp_parser and rcp_checker open the file with ``encoding='latin-1'`` in text mode (universal newlines),
+    skip lines without the token, keep ``re.sub(".*" + TOKEN, TOKEN, line).strip()`` and parse what
+    follows the token as JSON.
+    """
+    for lineno, line in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"), start=1):
+        if MLLOG_TOKEN in line:
+            yield lineno, re.sub(".*" + MLLOG_TOKEN, MLLOG_TOKEN, line).strip()[len(MLLOG_TOKEN) :]
+
+
+def _strings(obj: Any) -> Iterator[str]:
+    """Every string in a JSON document (object keys too), without recursion."""
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            yield x
+        elif isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
+def _as_utf8(text: str) -> str:
+    """A latin-1 view of the file's bytes read as UTF-8 (what a person sees), for the control-character check."""
+    return text.encode("latin-1").decode("utf-8", errors="replace")
+
+
+def screen_log(data: bytes) -> list[str]:
+    """Why the official tools must not read this MLLOG file (``[]``: they may), one sentence per value."""
+    refusals: list[str] = []
+    divisions: set[Any] = set()
+    benchmarks: set[Any] = set()
+    opt_names: list[tuple[int, Any]] = []
+
+    def refuse(lineno: int, key: Any, value: Any, why: str) -> None:
+        refusals.append(f"line {lineno}: {shown(key)} has value {shown(value)}, which {why}")
+
+    for lineno, payload in _lines(data):
+        seen = _as_utf8(payload)
+        if bad := next((c for c in seen if c != "\t" and _is_control(c)), None):
+            refusals.append(
+                f"line {lineno}: holds the raw control character U+{ord(bad):04X} (an MLLOG line is JSON text, "
+                f"which has none): {shown(seen)}"
+            )
+            continue
+        try:
+            record = json.loads(payload)
+        except (ValueError, RecursionError):
+            continue  # the tools report the line as unparsable and skip it
+        if not isinstance(record, dict):
+            continue
+        key, value = record.get("key"), record.get("value")
+        try:
+            readable = json.loads(seen)
+        except (ValueError, RecursionError):
+            readable = record
+        if (text := next((s for s in _strings(readable) if any(map(_is_control, s))), None)) is not None:
+            bad = next(c for c in text if _is_control(c))
+            refusals.append(
+                f"line {lineno}: {shown(key)} holds the control character U+{ord(bad):04X} in {shown(text)} (in its "
+                "key, value or metadata); the official tools print what they read as it is"
+            )
+            continue
+        if key == "submission_division":
+            divisions.add(value if isinstance(value, str) else None)
+            if not (isinstance(value, str) and value in DIVISIONS):
+                refuse(
+                    lineno,
+                    key,
+                    value,
+                    f"is not {' or '.join(map(repr, DIVISIONS))}: the official v2.0 rules build the rule-file path "
+                    "training_2.0.0/<value>_common.yaml from it and execute that file",
+                )
+        if key == "submission_benchmark" or _RCP_BENCHMARK_TEXT in payload:
+            benchmarks.add(value if isinstance(value, str) else None)
+            if not (isinstance(value, str) and value in BENCHMARKS):
+                why = (
+                    "the official v2.0 rules build the rule-file path training_2.0.0/<division>_<value>.yaml from it "
+                    "and execute that file"
+                    if key == "submission_benchmark"
+                    else "rcp_checker takes as the benchmark name (the line mentions submission_benchmark) and "
+                    "opens rcps_<value>.json from it"
+                )
+                refuse(lineno, key, value, f"is not an MLPerf Training v2.0 benchmark ({', '.join(BENCHMARKS)}): {why}")
+        if key == "opt_name":
+            opt_names.append((lineno, value))
+            if problem := name_problem(value):
+                refuse(
+                    lineno,
+                    key,
+                    value,
+                    f"{problem}: the official v2.0 closed resnet rules build the rule-file path "
+                    "training_2.0.0/closed_resnet_<value>.yaml from it and execute that file",
+                )
+        elif isinstance(key, str) and key.startswith("submission_") and key not in PATH_KEYS:
+            if isinstance(value, str) and (problem := name_problem(value)):
+                refuse(lineno, key, value, f"{problem}; it names the submission, and a name holds no path")
+    if "closed" in divisions and "resnet" in benchmarks:
+        for lineno, value in opt_names:
+            if value not in CLOSED_RESNET_OPT_NAMES and name_problem(value) is None:
+                refuse(
+                    lineno,
+                    "opt_name",
+                    value,
+                    f"is not one of {', '.join(map(repr, CLOSED_RESNET_OPT_NAMES))}: in a closed resnet log the "
+                    "official v2.0 rules open training_2.0.0/closed_resnet_<value>.yaml, which exists for those only",
+                )
+    return refusals
+
+
+# --- system descriptions --------------------------------------------------------------------------
+# Fields of systems/<system>.json that the official tools put in a path or link: package_checker compares
+# division to 'closed'; result_summarizer and system_desc_checker write
+# .../{submitter}/systems/{system_name}.json links, from which review reads the system back.
+SYSTEM_NAME_FIELDS = ("submitter", "division", "system_name")
+
+
+def screen_system(contents: Mapping[str, Any]) -> list[str]:
+    """Why the official tools must not read this system description (``[]``: they may)."""
+    refusals = []
+    for name in SYSTEM_NAME_FIELDS:
+        if isinstance(contents.get(name), str) and (problem := name_problem(contents[name])):
+            refusals.append(f"field {name!r} is {shown(contents[name])}, which {problem}")
+    for name, value in contents.items():
+        if name in SYSTEM_NAME_FIELDS and isinstance(value, str):
+            continue  # name_problem above covers its control characters
+        if bad := next((c for s in _strings({name: value}) for c in s if _is_control(c)), None):
+            refusals.append(f"field {shown(name)} holds the control character U+{ord(bad):04X}: {shown(value)}")
+    return refusals
