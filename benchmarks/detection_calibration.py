@@ -123,8 +123,8 @@ def main() -> int:
     for text in a.targets or [":".join(f"{t:g}" for _, t in spec.field_targets) or f"{spec.target:g}"]:
         values = [float(x) for x in text.split(":")]
         if spec.field_targets:
-            fields = tuple((f, v) for (f, _), v in zip(spec.field_targets, values, strict=True))
-            candidate = dataclasses.replace(spec, target=fields[0][1], field_targets=fields)
+            targets = tuple((f, v) for (f, _), v in zip(spec.field_targets, values, strict=True))
+            candidate = dataclasses.replace(spec, target=targets[0][1], field_targets=targets)
         else:
             candidate = dataclasses.replace(spec, target=values[0])
         times = [next((t for t, _, v in curve if candidate.reached(v)), math.nan) for curve in curves.values()]
