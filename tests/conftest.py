@@ -25,6 +25,17 @@ def data_dir() -> Path:
     return root
 
 
+@pytest.fixture
+def fake_registry(monkeypatch):
+    """The registry answers every benchmark key with the fake benchmark of tests/helpers.py (no training)."""
+    from helpers import FAKE_BENCHMARK, FakeWorkload
+
+    from trainperf import registry
+
+    monkeypatch.setattr(registry, "benchmark", lambda key: FAKE_BENCHMARK)
+    monkeypatch.setattr(registry, "workload_class", lambda key: FakeWorkload)
+
+
 @pytest.fixture(autouse=True)
 def _two_threads(monkeypatch):
     # Keep tests at the machine's size and stop a test from leaking its environment.

@@ -107,8 +107,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     keys = _benchmarks(args.benchmarks, args.scale)
     from trainperf import dist as dist_mod
     from trainperf.rules.closed import parse_overrides
+    from trainperf.system import check_org_name, check_system_name
 
     parse_overrides(args.set)  # a malformed --set fails before torchrun starts
+    if args.system_name is not None:  # names become files and folders: checked before anything is written
+        check_system_name(args.system_name)
+    check_org_name(args.org)
 
     if args.nproc > 1 and not dist_mod.launched_by_torchrun():
         return _relaunch_with_torchrun(args.nproc)
@@ -215,13 +219,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         res = check_log(log, scale=args.scale)
         rules = f"ruleset {res.ruleset}" + (" + trainperf mini rules" if res.scale == "mini" else "")
         about = escape(printable(f"{log} ({res.benchmark}, {res.scale}, {rules})"))  # the values come from the log
+        warned = f" [yellow]({len(res.warnings)} warning(s))[/yellow]" if res.warnings else ""
         if res.passed:
-            console.print(f"[green]PASS[/green] {about}")
+            console.print(f"[green]PASS[/green] {about}{warned}")
         else:
             failed += 1
-            console.print(f"[red]FAIL[/red] {about}")
+            console.print(f"[red]FAIL[/red] {about}{warned}")
             for p in res.problems:
                 console.print(f"  - {printable(p)}", highlight=False, markup=False)
+        for w in res.warnings:  # the official checker's own warnings: the log passes them, but they are shown
+            console.print(f"  warning: {printable(w)}", highlight=False, markup=False)
         if args.verbose:
             console.print(printable(res.raw), highlight=False, markup=False)
         notes += [res.confinement] if res.confinement else []

@@ -1,10 +1,51 @@
-"""Writing files so that a failure never leaves half a result: a temporary file beside it, then a rename."""
+"""Writing files so that a failure never leaves half a result: a temporary file beside it, then a rename.
+
+A rename is only as durable as the folder entry that records it: every file is fsynced before it is
+renamed into place, and its folder after, so a power cut or a kernel crash leaves either the old file
+or the whole new one.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
+
+# fsync of a folder is refused by some file systems and platforms; that is not a lost write
+_FSYNC_UNSUPPORTED = (errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the folder's entries (a rename, a new file) durable; OSError propagates unless fsync is unsupported."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno in _FSYNC_UNSUPPORTED:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in _FSYNC_UNSUPPORTED:
+            raise
+    finally:
+        os.close(fd)
+
+
+def replace_durably(src: Path, dst: Path) -> Path:
+    """Rename the finished file ``src`` to ``dst`` (same file system): fsync it first, its folder(s) after."""
+    src, dst = Path(src), Path(dst)
+    fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(src, dst)
+    fsync_dir(dst.parent)
+    if src.parent.resolve() != dst.parent.resolve():
+        fsync_dir(src.parent)
+    return dst
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> Path:
@@ -22,6 +63,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)
     return path
 
 

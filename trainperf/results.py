@@ -2,9 +2,12 @@
 
 A result file holds one timed run: its result is ``run_stop - run_start``, and every evaluation is on
 the clock, between the two. :func:`timing_problems` finds what breaks that (a time that is not a finite
-number, ``run_stop`` before ``run_start``, an ``eval_accuracy`` line outside the run);
-:func:`parse_run` refuses such a file with a :class:`~trainperf.errors.ResultsError`, and the
-compliance check (:mod:`trainperf.rules.compliance`) lists the same problems as rule violations.
+number, ``run_start`` or ``run_stop`` logged twice, ``run_stop`` before ``run_start``, an
+``eval_accuracy`` line outside the run); :func:`record_problems` finds records of the wrong shape for
+what the reader takes from them (``run_stop`` metadata that is not an object, an ``eval_accuracy`` value
+that is not a number). :func:`parse_run` refuses such a file with a
+:class:`~trainperf.errors.ResultsError` naming the file and the line, and the compliance check
+(:mod:`trainperf.rules.compliance`) lists the timing problems as rule violations.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ TIMING_FIX = (
     "a result file holds one whole run, with run_start <= every eval_accuracy <= run_stop; the file is damaged "
     "or was edited: restore it, or move it away and redo the run"
 )
+RECORD_FIX = "the file is damaged, or was not written by an MLPerf logger: restore it, or move it away and redo the run"
+ONCE = ("run_start", "run_stop")  # a run has exactly one of each: its result is run_stop - run_start
+_LINES_SHOWN = 5  # line numbers listed in one message
+_STRING_VALUES = ("submission_benchmark", "submission_platform", "trainperf_scale")  # read from their first line
 
 
 def read_mllog_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -63,23 +70,49 @@ def _ms(t: float) -> str:
     return f"{t:.0f}" if t.is_integer() else f"{t:.3f}"
 
 
+def _shown(x: Any, limit: int = 80) -> str:
+    """A logged value as it appears in a message: its repr, cut short (a log can hold anything)."""
+    text = repr(x)
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:
     """What makes the run's duration or an evaluation impossible, one sentence each naming its log line.
 
-    Checked: the first ``run_start`` and ``run_stop`` and every ``eval_accuracy`` have a finite
-    ``time_ms``; ``run_stop`` is not before ``run_start`` (a negative duration); no ``eval_accuracy`` is
-    timed before ``run_start`` or after ``run_stop`` (evaluation is on the clock, inside the run).
+    Checked: ``run_start`` and ``run_stop`` are logged at most once each (the official checker only warns
+    about a copy with the same value); the first ``run_start`` and ``run_stop`` and every
+    ``eval_accuracy`` have a finite ``time_ms``; ``run_stop`` is not before ``run_start`` (a negative
+    duration); no ``eval_accuracy`` is timed before ``run_start`` or after ``run_stop`` (evaluation is
+    on the clock, inside the run).
     """
     lines = list(lines)
     problems: list[str] = []
+    for key in ONCE:
+        found = [str(n) for n, rec in lines if rec.get("key") == key]
+        if len(found) > 1:
+            where = (
+                f"{', '.join(found[:-1])} and {found[-1]}"
+                if len(found) <= _LINES_SHOWN
+                else f"{found[0]}, {found[1]}, ..."
+            )
+            problems.append(
+                f"{key} is logged {len(found)} times (lines {where}): a run has exactly one run_start and one "
+                "run_stop, and its result is the time between them"
+            )
     bounds: dict[str, tuple[int, float]] = {}
-    for key in ("run_start", "run_stop"):
+    for key in ONCE:
         found = next(((n, rec) for n, rec in lines if rec.get("key") == key), None)
         if found is None:
             continue
         t = _time_ms(found[1])
         if t is None:
-            problems.append(f"{key} at line {found[0]} has time_ms {found[1].get('time_ms')!r}, not a finite number")
+            problems.append(
+                f"{key} at line {found[0]} has time_ms {_shown(found[1].get('time_ms'))}, not a finite number"
+            )
         else:
             bounds[key] = (found[0], t)
     start, stop = bounds.get("run_start"), bounds.get("run_stop")
@@ -96,7 +129,7 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]
             continue
         t = _time_ms(rec)
         if t is None:
-            problems.append(f"eval_accuracy at line {n} has time_ms {rec.get('time_ms')!r}, not a finite number")
+            problems.append(f"eval_accuracy at line {n} has time_ms {_shown(rec.get('time_ms'))}, not a finite number")
         elif start and t < start[1]:
             problems.append(
                 f"eval_accuracy at line {n} (time_ms {_ms(t)}) is before run_start at line {start[0]} "
@@ -107,6 +140,57 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]
                 f"eval_accuracy at line {n} (time_ms {_ms(t)}) is after run_stop at line {stop[0]} "
                 f"(time_ms {_ms(stop[1])}): an evaluation outside the timed run"
             )
+    return problems
+
+
+def record_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:
+    """Records that :func:`parse_run` cannot read, one sentence each naming the log line and the field.
+
+    Checked: every ``key`` is a string; the first ``submission_benchmark``, ``submission_platform`` and
+    ``trainperf_scale`` values are strings; the first ``run_stop``'s metadata is an object with a
+    string ``status``; every ``eval_accuracy`` has metadata that is an object (or none), an
+    ``epoch_num`` that is a number, and a value that is a number or an object of numbers (a
+    multi-field metric).
+    """
+    problems: list[str] = []
+    seen: set[str] = set()
+    for n, rec in lines:
+        key = rec.get("key")
+        if not isinstance(key, str):
+            problems.append(f"the record at line {n} has key {_shown(key)}, not a string")
+            continue
+        first = key not in seen
+        seen.add(key)
+        value, meta = rec.get("value"), rec.get("metadata")
+        if first and key in _STRING_VALUES and not isinstance(value, str):
+            problems.append(f"{key} at line {n} has value {_shown(value)}; it must be a string")
+        if key == "run_stop" and first:
+            if not isinstance(meta, dict):
+                problems.append(
+                    f"run_stop at line {n} has metadata {_shown(meta)}; it must be an object such as "
+                    '{"status": "success"}'
+                )
+            elif not isinstance(meta.get("status"), str):
+                problems.append(
+                    f"run_stop at line {n} has status {_shown(meta.get('status'))} in its metadata; it must be a string, "
+                    "'success' or 'aborted'"
+                )
+        if key != "eval_accuracy":
+            continue
+        if meta is not None and not isinstance(meta, dict):
+            problems.append(
+                f'eval_accuracy at line {n} has metadata {_shown(meta)}; it must be an object such as {{"epoch_num": 1}}'
+            )
+        elif isinstance(meta, dict) and "epoch_num" in meta and not _is_number(meta["epoch_num"]):
+            problems.append(f"eval_accuracy at line {n} has epoch_num {_shown(meta['epoch_num'])}; it must be a number")
+        if isinstance(value, dict):
+            if not value or not all(_is_number(v) for v in value.values()):
+                problems.append(
+                    f"eval_accuracy at line {n} has value {_shown(value)}; a multi-field metric is an object of numbers, "
+                    'such as {"BBOX": 0.38, "SEGM": 0.34}'
+                )
+        elif not _is_number(value):
+            problems.append(f"eval_accuracy at line {n} has value {_shown(value)}; it must be a number (the quality)")
     return problems
 
 
@@ -129,12 +213,13 @@ class LoggedRun:
 
 
 def parse_run(path: Path) -> LoggedRun:
-    """The run logged in ``path``; a :class:`ResultsError` naming the line when its timing is impossible."""
+    """The run logged in ``path``; a :class:`ResultsError` naming the line when a record cannot be read
+    (:func:`record_problems`) or the timing is impossible (:func:`timing_problems`)."""
     lines = read_mllog_lines(path)
-    problems = timing_problems(lines)
-    if problems:
-        more = f" (and {len(problems) - 1} more such problem(s))" if len(problems) > 1 else ""
-        raise ResultsError(f"{path}: {problems[0]}{more}; {TIMING_FIX}")
+    for problems, fix in ((record_problems(lines), RECORD_FIX), (timing_problems(lines), TIMING_FIX)):
+        if problems:
+            more = f" (and {len(problems) - 1} more such problem(s))" if len(problems) > 1 else ""
+            raise ResultsError(f"{path}: {problems[0]}{more}; {fix}")
     records = [rec for _, rec in lines]
     first: dict[str, Any] = {}
     for rec in records:

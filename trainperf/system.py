@@ -96,7 +96,31 @@ CSV_FIELDS = (
 
 UNKNOWN = "unknown"
 NOT_APPLICABLE = "N/A"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # a plain file name: no '/', no leading '.'
+SAFE_ORG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the top folder of a package (trainperf package)
+MAX_NAME = 200  # systems/<name>.json must stay under the 255-byte file-name limit
+
+
+def check_system_name(name: str) -> str:
+    """``name``, or a UsageError: it becomes ``systems/<name>.json`` and the folder ``results/<name>/``."""
+    if not isinstance(name, str) or not _SAFE_NAME.match(name) or len(name) > MAX_NAME:
+        raise UsageError(
+            f"system name {name!r} is not a plain file name (it becomes systems/<name>.json and results/<name>/): "
+            f"use letters, digits, '-', '_' and '.', not starting with '.' or '-', at most {MAX_NAME} characters, "
+            "e.g. --system-name 1xCPU-2c-laptop"
+        )
+    return name
+
+
+def check_org_name(org: str) -> str:
+    """``org``, or a UsageError: it becomes the top folder of a submission package and every log's submission_org."""
+    if not isinstance(org, str) or not SAFE_ORG.match(org) or len(org) > MAX_NAME:
+        raise UsageError(
+            f"organization name {org!r} is not a plain folder name (it becomes the package's top folder and every "
+            f"log's submission_org): use letters, digits, '.', '_' and '-', starting with a letter or digit, at "
+            f"most {MAX_NAME} characters, e.g. --org my-lab"
+        )
+    return org
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,8 +158,8 @@ def describe_system(
         raise UsageError(f"number of nodes must be at least 1, got {nodes}")
     if system_name is None:
         system_name = default_system_name(nodes=nodes)
-    elif not _SAFE_NAME.match(system_name):
-        raise UsageError(f"system name {system_name!r} is not a safe file name; use letters, digits, '-', '_' and '.'")
+    else:
+        check_system_name(system_name)
 
     sockets = _host_processors()
     acc = _accelerators()

@@ -63,7 +63,7 @@ def test_ctrl_c_logs_aborted_and_counts_nothing(tmp_path, data_dir):
     deadline = time.time() + 120
     partial = None
     while time.time() < deadline:
-        found = list((out / "results").rglob(".result_0.txt.partial")) if (out / "results").exists() else []
+        found = list((out / "results").rglob(".result_0.txt.*.partial")) if (out / "results").exists() else []
         if found and '"block_start"' in found[0].read_text():
             partial = found[0]
             break

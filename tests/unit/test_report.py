@@ -335,3 +335,83 @@ def test_success_is_re_derived_from_the_logged_evaluations(tmp_path):
     assert bench.run_notes == [run.note]
     summary = section(render_html([s], price_per_hour=None), "summary")
     assert "counted as failed" in summary and "4/5" in summary
+
+
+# --- the report never writes over (or among) what it reads; bad records are clear errors -----------------
+@pytest.mark.parametrize(
+    "target",
+    [
+        "summary.json",
+        "trainperf.json",
+        "results/cpu-box/resnet/report.html",
+        "results/report.html",
+        "systems/cpu-box.json",
+        "systems/new.html",
+    ],
+)
+def test_report_refuses_to_write_over_or_among_its_inputs(folders, tmp_path, target):
+    root = folders[0]
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(ResultsError, match="input files") as err:
+        write_report(folders, root / target)
+    assert "choose another -o" in str(err.value)
+    with pytest.raises(ResultsError, match="input files"):
+        write_report(folders, tmp_path / "ok.html", markdown=root / target)
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "ok.html").exists()
+
+
+def test_report_resolves_links_before_comparing_and_the_cli_says_why(folders, tmp_path, capsys):
+    from trainperf.cli import main
+
+    link = tmp_path / "report.html"
+    link.symlink_to(folders[0] / "summary.json")
+    before = (folders[0] / "summary.json").read_text()
+    with pytest.raises(ResultsError, match="one of the input files"):
+        write_report(folders, link)
+    assert main(["report", str(folders[0]), "-o", str(folders[0] / "summary.json"), "--history-round", "none"]) == 2
+    assert "summary.json is one of the input files" in capsys.readouterr().err
+    assert (folders[0] / "summary.json").read_text() == before
+
+
+def set_record(path: Path, key: str, **fields) -> None:
+    """Change fields of the first ``key`` record of a result file."""
+    lines = path.read_text().splitlines()
+    i = next(j for j, ln in enumerate(lines) if json.loads(ln.removeprefix(":::MLLOG "))["key"] == key)
+    lines[i] = ":::MLLOG " + json.dumps({**json.loads(lines[i].removeprefix(":::MLLOG ")), **fields})
+    path.write_text("\n".join(lines) + "\n")
+
+
+BAD_RECORDS = [
+    ("run_stop", {"metadata": ["success"]}, "run_stop at line 10 has metadata ['success']; it must be an object"),
+    ("run_stop", {"metadata": "success"}, "run_stop at line 10 has metadata 'success'; it must be an object"),
+    ("run_stop", {"metadata": {"status": 1}}, "run_stop at line 10 has status 1 in its metadata; it must be a string"),
+    ("eval_accuracy", {"metadata": "x"}, "eval_accuracy at line 7 has metadata 'x'; it must be an object"),
+    ("eval_accuracy", {"value": "high"}, "eval_accuracy at line 7 has value 'high'; it must be a number"),
+    ("eval_accuracy", {"metadata": {"epoch_num": "one"}}, "eval_accuracy at line 7 has epoch_num 'one'"),
+    ("eval_accuracy", {"time_ms": "later"}, "eval_accuracy at line 7 has time_ms 'later', not a finite number"),
+    ("trainperf_scale", {"value": ["mini"]}, "trainperf_scale at line 4 has value ['mini']; it must be a string"),
+]
+
+
+@pytest.mark.parametrize("key, fields, words", BAD_RECORDS)
+def test_a_bad_record_is_a_clear_error_naming_file_line_and_fix(tmp_path, key, fields, words):
+    root = tmp_path / "in"
+    write_system(root, "box")
+    path = root / "results/box/resnet/result_0.txt"
+    write_run(path, system="box", seed=1, minutes=1.0)
+    set_record(path, key, **fields)
+    with pytest.raises(ResultsError) as err:
+        write_report([root], tmp_path / "out" / "report.html")
+    text = str(err.value)
+    assert text.startswith(f"{path}: ") and words in text, text
+    assert "move it away and redo the run" in text and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("nodes", ["²", "١", "1.5", "-1", ""])
+def test_a_node_count_that_is_not_plain_digits_is_a_clear_error(tmp_path, nodes):
+    write_system(tmp_path, "box", nodes=nodes)
+    write_run(tmp_path / "results/box/resnet/result_0.txt", system="box", seed=1, minutes=1.0)
+    with pytest.raises(ResultsError, match=re.escape(f"box.json: field 'number_of_nodes' is {nodes!r}")) as err:
+        collect([tmp_path])
+    assert "digits 0-9" in str(err.value) and "trainperf system -o" in str(err.value)

@@ -340,3 +340,78 @@ def test_review_makes_an_impossible_timing_a_problem_of_that_run(tmp_path):
     (problem,) = bench.problems
     assert problem.startswith("result_3.txt: cannot be read as a run (result_3.txt: run_stop at line")
     assert f"line {line}" in problem and "before run_start" in problem
+
+
+@pytest.mark.parametrize(
+    "key, fields, words",
+    [
+        ("run_stop", {"metadata": ["success"]}, "run_stop at line {n} has metadata ['success']"),
+        ("run_stop", {"metadata": "success"}, "run_stop at line {n} has metadata 'success'"),
+        ("eval_accuracy", {"metadata": "epoch 1"}, "eval_accuracy at line {n} has metadata 'epoch 1'"),
+        ("eval_accuracy", {"value": "0.9"}, "eval_accuracy at line {n} has value '0.9'; it must be a number"),
+    ],
+)
+def test_review_makes_a_bad_record_a_problem_of_that_run_not_a_traceback(tmp_path, key, fields, words):
+    from types import SimpleNamespace
+
+    from trainperf.submission.review import _Bench, _read_run
+
+    log = write_log(tmp_path / "result_0.txt")
+    lines = log.read_text(encoding="utf-8").splitlines()
+    i = next(j for j, ln in enumerate(lines) if ln.startswith(":::MLLOG ") and json.loads(ln[9:])["key"] == key)
+    lines[i] = ":::MLLOG " + json.dumps({**json.loads(lines[i][9:]), **fields})
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bench = _Bench(system="laptop", benchmark="resnet")
+    run = _read_run(log, bench, SimpleNamespace(relative=lambda text: text.replace(str(tmp_path) + "/", "")))
+    assert run.logged is None
+    (problem,) = bench.problems
+    assert problem.startswith("result_0.txt: cannot be read as a run (result_0.txt: ")
+    assert words.format(n=i + 1) in problem, problem
+    assert "redo the run" in problem
+
+
+# --- the official checker's warnings are shown; a second run_start or run_stop fails ------------------------
+def duplicate(path: Path, key: str) -> int:
+    """Log the first ``key`` line twice; returns the line number of the copy."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = next(j for j, ln in enumerate(lines) if ln.startswith(":::MLLOG ") and json.loads(ln[9:])["key"] == key)
+    lines.insert(i + 1, lines[i])
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return i + 2
+
+
+@pytest.fixture
+def shipped_rules(rule_file, monkeypatch):
+    """`trainperf check` picks the test's rule file as if it were the shipped mini rules of resnet."""
+    monkeypatch.setattr(mini_rules, "shipped_rule_path", lambda benchmark: rule_file)
+
+
+def test_check_prints_the_official_checkers_warnings(tmp_path, shipped_rules, capsys):
+    from trainperf.cli import main
+
+    log = write_log(tmp_path / "run.txt")
+    duplicate(log, "submission_org")
+    result = check_log(log)
+    assert result.passed and result.problems == []
+    assert result.warnings == ["'submission_org' is logged 2 times with the same value; the rules ask for exactly one"]
+    assert main(["check", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "(1 warning(s))" in out
+    assert "  warning: 'submission_org' is logged 2 times with the same value" in out
+
+
+@pytest.mark.parametrize("key", ["run_start", "run_stop"])
+def test_check_fails_a_log_with_a_second_run_start_or_run_stop(tmp_path, shipped_rules, capsys, key):
+    from trainperf.cli import main
+
+    log = write_log(tmp_path / "run.txt")
+    copy = duplicate(log, key)
+    result = check_log(log)
+    assert not result.passed and not is_target_only_failure(result)
+    (problem,) = result.problems
+    assert problem.startswith(compliance.TIMING_PROBLEM)
+    assert f"{key} is logged 2 times (lines {copy - 1} and {copy})" in problem
+    assert result.warnings == []  # the checker's own count (a warning only) is not repeated
+    assert main(["check", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and f"{key} is logged 2 times" in out

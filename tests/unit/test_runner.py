@@ -124,10 +124,7 @@ def test_initialization_over_the_limit_is_refused(tmp_path):
 
 
 # --- the suite -------------------------------------------------------------------------------------
-@pytest.fixture
-def fake_registry(monkeypatch):
-    monkeypatch.setattr(registry, "benchmark", lambda key: FAKE_BENCHMARK)
-    monkeypatch.setattr(registry, "workload_class", lambda key: FakeWorkload)
+# the fake_registry fixture (tests/conftest.py) answers every key with the fake benchmark
 
 
 def options(tmp_path, **kw):

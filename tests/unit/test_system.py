@@ -74,7 +74,7 @@ def test_unknown_availability_names_the_allowed_values() -> None:
 
 
 def test_unsafe_system_name_is_refused() -> None:
-    with pytest.raises(UsageError, match="safe file name"):
+    with pytest.raises(UsageError, match="not a plain file name"):
         describe_system(system_name="../escape")
 
 

@@ -7,14 +7,27 @@ file whose timing is impossible is refused, not resumed); a run interrupted with
 aborted, moved to ``<out>/interrupted/`` and redone next time. With more runs than the spec requires, the
 score is that of the median window of consecutive runs (:mod:`trainperf.scoring`); ``summary.json`` names
 that window (``window``, and ``in_window`` on each run) and still lists every run.
+
+One suite at a time per output folder: the suite holds an exclusive lock on ``<out>/.trainperf.lock``
+(``flock``) from start to end, and a second one on the same folder is refused at once. A run's log is a
+new file with a unique name (``.result_<i>.txt.<pid>-<random>.partial``, never an existing file or a
+link); a log line that cannot be written (a full disk) stops the suite at once and removes the partial
+file; a finished log is fsynced before it is renamed into ``result_<i>.txt`` and its folder after. Partial
+files that a killed suite left behind are removed when the next suite takes the lock. The system name
+and the organization become file and folder names, so they are checked before anything is written.
 """
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import json
 import os
+import re
+import secrets
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +35,7 @@ from typing import Any
 from trainperf import registry
 from trainperf.dist import DistContext
 from trainperf.errors import ResultsError, RunInterrupted, TrainperfError
-from trainperf.fileio import atomic_write_text
+from trainperf.fileio import atomic_write_text, replace_durably
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
 from trainperf.results import parse_run
@@ -31,6 +44,8 @@ from trainperf.scoring import Score, score_results
 from trainperf.spec import RunConfig
 
 SUITE_META = "trainperf.json"
+LOCK_FILE = ".trainperf.lock"
+_PARTIAL = re.compile(r"^\.result_\d+\.txt(\.[A-Za-z0-9-]+)?\.partial$")  # this suite's and older ones
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +103,82 @@ def _check_out_folder(out: Path, system: str, scale: str) -> None:
                 f"output folder {out} holds {other_scale}-scale results; this run is {scale}-scale: use another --out"
             )
     else:
-        atomic_write_text(meta_path, json.dumps({"system": system, "scale": scale}, indent=2) + "\n")
+        try:
+            atomic_write_text(meta_path, json.dumps({"system": system, "scale": scale}, indent=2) + "\n")
+        except OSError as e:
+            raise ResultsError(
+                f"cannot write {meta_path}: {e.strerror or e}; free space or choose another --out"
+            ) from None
+
+
+@contextmanager
+def hold_out_folder(out: Path) -> Iterator[Path]:
+    """Hold the output folder's lock (``<out>/.trainperf.lock``, ``flock``) until the block ends.
+
+    Refused at once, with a :class:`ResultsError`, when another suite holds it: two suites in one folder
+    would write the same result files. The lock file stays (removing it would race a new suite); the
+    lock ends with the process, however it ends.
+    """
+    lock = out / LOCK_FILE
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ResultsError(
+            f"output folder {out} is not writable ({e.strerror or e}); choose another with --out"
+        ) from None
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise ResultsError(
+            f"output folder {out} is not writable (cannot open its lock file {lock}: {e.strerror or e}); "
+            "choose another with --out"
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ResultsError(
+                f"output folder {out} is in use: another trainperf run{_lock_holder(fd)} holds its lock {lock}. "
+                "Two runs in one folder would overwrite each other's results: wait for that run to finish, "
+                "or use another --out"
+            ) from None
+        except OSError as e:
+            raise ResultsError(
+                f"cannot lock the output folder {out} ({lock}: {e.strerror or e}); the file system may not "
+                "support locks: use an --out on a local disk"
+            ) from None
+        try:  # who holds it, for the message of a refused run; not needed for the lock itself
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
+        yield lock
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        pid = int(os.pread(fd, 32, 0).decode("ascii").strip())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return ""
+    return f" (process {pid})"
+
+
+def _remove_stale_partials(folder: Path) -> None:
+    """Partial run logs that a killed suite left (the lock is held, so no suite is writing them)."""
+    for p in folder.iterdir():
+        if _PARTIAL.match(p.name) and (p.is_symlink() or p.is_file()):
+            p.unlink(missing_ok=True)
+
+
+def check_names(options: SuiteOptions) -> None:
+    """The system name and the organization become file and folder names: plain names only."""
+    from trainperf.system import check_org_name, check_system_name
+
+    if options.system_name is not None:
+        check_system_name(options.system_name)
+    check_org_name(options.org)
 
 
 def _resume_run(path: Path, system: str, scale: str, benchmark: str) -> dict[str, Any]:
@@ -126,7 +216,17 @@ def run_suite(
     *,
     observer_for: Any = None,
 ) -> list[BenchmarkSummary]:
-    """Run (or resume) every benchmark's runs; write result files and the summary on rank 0."""
+    """Run (or resume) every benchmark's runs; write result files and the summary on rank 0.
+
+    Rank 0 holds the output folder's lock (:func:`hold_out_folder`) from before the first file is written
+    until the summary is; names and rules are checked before that.
+    """
+    check_names(options)
+    with hold_out_folder(options.out) if dist.is_main else nullcontext():
+        return _run_suite(options, dist, observer_for=observer_for)
+
+
+def _run_suite(options: SuiteOptions, dist: DistContext, *, observer_for: Any) -> list[BenchmarkSummary]:
     from trainperf.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
 
     overrides = dict(options.overrides)
@@ -161,7 +261,11 @@ def run_suite(
         cls = registry.workload_class(key)
         result_dir = options.out / "results" / system / key
         if dist.is_main:
-            result_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                result_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise ResultsError(f"cannot make {result_dir}: {e.strerror or e}; choose another --out") from None
+            _remove_stale_partials(result_dir)
         runs: list[dict[str, Any]] = []
         for i in range(options.runs):
             final = result_dir / f"result_{i}.txt"
@@ -174,7 +278,7 @@ def run_suite(
                 continue
             seed = options.seed + i
             config = RunConfig(seed=seed, dry_run=options.dry_run, division=options.division, overrides=overrides)
-            partial = result_dir / f".result_{i}.txt.partial"
+            partial = result_dir / f".result_{i}.txt.{os.getpid()}-{secrets.token_hex(4)}.partial"
             log = RunLog(partial if dist.is_main else None)
             observer = observer_for(key, i, options.runs) if observer_for else RunObserver()
             try:
@@ -190,25 +294,39 @@ def run_suite(
                     observer=observer,
                     drop_caches=options.drop_caches,
                 )
+                log.close()  # flushed and fsynced; a ResultsError when its last lines could not be written
             except RunInterrupted:
-                log.close()
+                _close_quietly(log)
                 if dist.is_main:
                     kept = options.out / "interrupted" / system / key / f"result_{i}.txt"
-                    kept.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(partial, kept)
+                    try:
+                        kept.parent.mkdir(parents=True, exist_ok=True)
+                        replace_durably(partial, kept)
+                    except OSError as e:
+                        partial.unlink(missing_ok=True)
+                        raise ResultsError(
+                            f"{key}: run {i} was interrupted, and its log cannot be kept in {kept}: "
+                            f"{e.strerror or e}; earlier results stay, the same command resumes the suite"
+                        ) from None
                     raise RunInterrupted(
                         f"{key}: run {i} interrupted by the user; logged as aborted in {kept}, not counted "
                         "(earlier results stay; the same command resumes the suite)"
                     ) from None
                 raise
             except BaseException:
-                log.close()
+                _close_quietly(log)
                 if dist.is_main:
                     partial.unlink(missing_ok=True)
                 raise
-            log.close()
             if dist.is_main:
-                os.replace(partial, final)
+                try:
+                    replace_durably(partial, final)
+                except OSError as e:
+                    partial.unlink(missing_ok=True)
+                    raise ResultsError(
+                        f"cannot store the finished run as {final}: {e.strerror or e}; free space (or choose "
+                        "another --out) and run the same command again: this run is redone"
+                    ) from None
             gc.collect()  # free the run's model and data before the next run builds its own
             runs.append(_run_record(outcome, final))
         score = score_results(
@@ -223,6 +341,14 @@ def run_suite(
         if dist.is_main:
             write_summary(options.out, system, summaries)
     return summaries
+
+
+def _close_quietly(log: RunLog) -> None:
+    """Close a run's log on the way out of a failed run (the run's own error is the one to report)."""
+    try:
+        log.close()
+    except ResultsError:
+        pass
 
 
 def _run_record(outcome: RunOutcome, path: Path) -> dict[str, Any]:
@@ -271,4 +397,12 @@ def write_summary(out: Path, system: str, summaries: list[BenchmarkSummary]) -> 
     return path
 
 
-__all__ = ["SuiteOptions", "BenchmarkSummary", "run_suite", "write_summary", "TrainperfError"]
+__all__ = [
+    "SuiteOptions",
+    "BenchmarkSummary",
+    "run_suite",
+    "write_summary",
+    "hold_out_folder",
+    "check_names",
+    "TrainperfError",
+]

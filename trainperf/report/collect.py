@@ -101,17 +101,25 @@ def collect(paths: list[Path]) -> list[SystemResults]:
     if not paths:
         raise ResultsError("no results folder given: name trainperf output folders or MLCommons submission folders")
     systems: list[SystemResults] = []
-    seen: set[Path] = set()
-    for path in paths:
-        for root in _roots(Path(path)):
-            if root.resolve() not in seen:  # a folder named twice is read once
-                seen.add(root.resolve())
-                systems += _collect_root(root)
+    for root in result_roots(paths):
+        systems += _collect_root(root)
     if not systems:
         raise ResultsError(
             f"no result files (results/<system>/<benchmark>/result_<i>.txt) under {', '.join(map(str, paths))}"
         )
     return _unique_labels(systems)
+
+
+def result_roots(paths: list[Path]) -> list[Path]:
+    """The folders holding ``results/`` and ``systems/`` under ``paths``, each once, in the order found."""
+    roots: list[Path] = []
+    seen: set[Path] = set()
+    for path in paths:
+        for root in _roots(Path(path)):
+            if root.resolve() not in seen:  # a folder named twice is read once
+                seen.add(root.resolve())
+                roots.append(root)
+    return roots
 
 
 def _roots(path: Path) -> list[Path]:
@@ -363,9 +371,12 @@ def _count(desc: dict[str, Any], name: str, path: Path) -> int:
         text = value.strip()
         if name == "accelerators_per_node" and text.upper() in ("N/A", "NA", "NONE"):
             return 0
-        if text.isdigit():
+        if re.fullmatch(r"[0-9]{1,9}", text):  # ASCII digits: str.isdigit() also takes "²", which int() refuses
             return int(text)
-    raise ResultsError(f'{path}: field {name!r} is {value!r}; it must be a whole number such as "1"')
+    raise ResultsError(
+        f'{path}: field {name!r} is {value!r}; it must be a whole number written in the digits 0-9, such as "1": '
+        f"fix that field, or write the description again with `trainperf system -o {path}`"
+    )
 
 
 def _unique_labels(systems: list[SystemResults]) -> list[SystemResults]:
@@ -381,4 +392,4 @@ def _unique_labels(systems: list[SystemResults]) -> list[SystemResults]:
     return out
 
 
-__all__ = ["collect", "SystemResults", "BenchmarkResults", "RunResult", "ENERGY_KEY", "FALLBACK_RUNS"]
+__all__ = ["collect", "result_roots", "SystemResults", "BenchmarkResults", "RunResult", "ENERGY_KEY", "FALLBACK_RUNS"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from trainperf.errors import ResultsError, TrainperfError, UsageError
 from trainperf.fileio import atomic_write_text
 from trainperf.registry import BENCHMARKS
-from trainperf.report.collect import BenchmarkResults, SystemResults, collect
+from trainperf.report.collect import BenchmarkResults, SystemResults, collect, result_roots
 
 Group = tuple[str, str, list[tuple[int, SystemResults, BenchmarkResults]]]  # benchmark, scale, (color, sys, res)
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -337,6 +337,31 @@ def _atomic_write(path: Path, text: str) -> None:
         raise ResultsError(f"cannot write {path}: {e.strerror or e}; choose another output path") from None
 
 
+def _refuse_input(target: Path, roots: list[Path], systems: list[SystemResults]) -> None:
+    """A ResultsError when ``target`` is (or would land among) what the report reads.
+
+    Protected, after resolving links: every result file and system description read, each results
+    folder's ``summary.json`` and ``trainperf.json``, and everything under its ``results/`` and
+    ``systems/`` folders (a report written there would be read back as a result next time).
+    """
+    where = target.resolve()
+    files = {r.path.resolve() for s in systems for b in s.benchmarks for r in b.runs}
+    files |= {(s.source / "systems" / f"{s.name}.json").resolve() for s in systems}
+    for root in roots:
+        files |= {(root / "summary.json").resolve(), (root / "trainperf.json").resolve()}
+        for folder in ((root / "results").resolve(), (root / "systems").resolve()):
+            if where.is_relative_to(folder):
+                raise ResultsError(
+                    f"{target} is inside {folder}, a folder of the input files; the report must not be written "
+                    f"among the results it reads: choose another -o (e.g. {root / 'report.html'})"
+                )
+    if where in files:
+        raise ResultsError(
+            f"{target} is one of the input files ({where}); the report must not overwrite a result, a system "
+            "description or a summary it reads: choose another -o"
+        )
+
+
 def write_report(
     paths: list[Path],
     out: Path,
@@ -357,11 +382,9 @@ def write_report(
         if target.is_dir():
             raise ResultsError(f"{target} is a folder; give a file name such as {target / 'report.html'}")
     systems = collect([Path(p) for p in paths])
-    inputs = {r.path.resolve() for s in systems for b in s.benchmarks for r in b.runs}
-    inputs |= {(s.source / "systems" / f"{s.name}.json").resolve() for s in systems}
+    roots = result_roots([Path(p) for p in paths])
     for target in targets:
-        if target.resolve() in inputs:
-            raise ResultsError(f"{target} is one of the input files; the report must not overwrite a result")
+        _refuse_input(target, roots, systems)
     text = render_html(systems, price_per_hour=price_per_hour, history_png=history_png)
     md = render_markdown(systems, price_per_hour) if markdown is not None else None
     _atomic_write(out, text)

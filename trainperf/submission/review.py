@@ -241,6 +241,7 @@ def _check_compliance(bench: _Bench) -> None:
             bench.problems.append(f"{run.name}: {str(e).replace(str(run.path), run.name)}")
             continue
         run.compliant = res.passed
+        bench.warnings.extend(f"{run.name}: {w}" for w in res.warnings)  # the official checker's own warnings
         if res.passed:
             continue
         rules = "trainperf's mini rules" if res.scale == "mini" else f"the official v{res.ruleset} rules"
