@@ -222,16 +222,16 @@ def run_suite(
     until the summary is; names and rules are checked before that.
     """
     check_names(options)
+    recipes = _checked_recipes(options)  # rules are checked before anything runs or is written
     with hold_out_folder(options.out) if dist.is_main else nullcontext():
-        return _run_suite(options, dist, observer_for=observer_for)
+        return _run_suite(options, dist, recipes, observer_for=observer_for)
 
 
-def _run_suite(options: SuiteOptions, dist: DistContext, *, observer_for: Any) -> list[BenchmarkSummary]:
-    from trainperf.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
-
+def _checked_recipes(options: SuiteOptions) -> dict[str, Any]:
+    """Each benchmark's recipe with the overrides applied, after the division's rules allowed them."""
     overrides = dict(options.overrides)
     recipes = {}
-    for key in options.benchmarks:  # rules are checked before anything runs or is written
+    for key in options.benchmarks:
         default = registry.default_recipe(key, options.scale)
         check_overrides(
             key,
@@ -242,6 +242,15 @@ def _run_suite(options: SuiteOptions, dist: DistContext, *, observer_for: Any) -
             overrides,
         )
         recipes[key] = default.with_overrides(overrides)
+    return recipes
+
+
+def _run_suite(
+    options: SuiteOptions, dist: DistContext, recipes: dict[str, Any], *, observer_for: Any
+) -> list[BenchmarkSummary]:
+    from trainperf.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
+
+    overrides = dict(options.overrides)
     system = options.system_name or default_system_name(nodes=1)
     if dist.is_main:
         _check_out_folder(options.out, system, options.scale)
