@@ -8,7 +8,7 @@ REFERENCE = BenchmarkSpec(
     key="unet3d",
     scale="reference",
     model="3D U-Net (MLPerf v2.0 reference)",
-    dataset="KiTS19 (case_XXXXX/imaging.nii.gz, segmentation.nii.gz; 168 train / 42 eval cases)",
+    dataset="KiTS19 (case_<5 digits>/imaging.nii.gz, segmentation.nii.gz; 168 train / 42 eval cases)",
     metric="mean_dice",
     target=0.908,  # MLPerf Training v2.0 rules, closed_unet3d.yaml: eval_accuracy >= 0.908
     runs_required=40,  # v2.0 "Benchmark results": 40 runs, 4 fastest and 4 slowest dropped
