@@ -8,7 +8,32 @@ rank, epoch)``. SeedSequence hashes the whole tuple, so streams never collide th
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
+
+# Where a run's seed comes from. MLPerf v2.0 (closed, "Random numbers") allows seeding only from the clock,
+# the system's randomness, or a generator seeded from those: a default run draws its seed from the
+# system's randomness (``secrets``) in ``DRAWN_SEEDS``; ``--seed S`` makes runs reproducible (seeds S, S+1,
+# ...) and is logged as such. Calibration of the mini targets uses ``CALIBRATION_SEEDS``, which no drawn
+# seed can be, so a default suite never replays a calibration run.
+SOURCE_SYSTEM = "system randomness"
+SOURCE_FIXED = "fixed (--seed)"
+DRAWN_SEEDS = (1 << 32, 1 << 62)  # [low, high): drawn seeds are at least 2**32
+CALIBRATION_SEEDS = range(100_001, 100_101)  # 100 seeds below 2**32: disjoint from every drawn seed
+
+
+def draw_seed() -> int:
+    """A run's seed from the system's randomness, in ``DRAWN_SEEDS``."""
+    low, high = DRAWN_SEEDS
+    return low + secrets.randbelow(high - low)
+
+
+def calibration_seeds(n: int) -> list[int]:
+    """The first ``n`` calibration seeds (the same ones in every calibration script)."""
+    if not 1 <= n <= len(CALIBRATION_SEEDS):
+        raise ValueError(f"between 1 and {len(CALIBRATION_SEEDS)} calibration seeds, not {n}")
+    return list(CALIBRATION_SEEDS[:n])
 
 # Stream names (the second element of every key), so that two uses never share a stream by accident.
 STREAM_SHUFFLE = 1  # the order of training samples (same on every rank: each takes its own slice)
