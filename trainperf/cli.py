@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -93,10 +94,26 @@ def _relaunch_with_torchrun(nproc: int) -> int:
         "trainperf",
         *cleaned,
     ]
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, _frame: object) -> None:  # torchrun passes it on to every rank
+        proc.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
     try:
-        return subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        return 130
+        return proc.wait()
+    except KeyboardInterrupt:  # the terminal sent SIGINT to torchrun too; wait for the ranks to log it
+        try:
+            return proc.wait(timeout=60) or 130
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            proc.kill()
+            return 130
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    from trainperf.errors import Terminated
+
+    raise Terminated()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -124,6 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from trainperf.harness.suite import SuiteOptions, run_suite
     from trainperf.report.table import print_summary
 
+    signal.signal(signal.SIGTERM, _terminated)  # a run ends on SIGTERM as it does on Ctrl-C
     ctx = dist_mod.init_from_env()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx.world_size))
     console = Console(stderr=False, quiet=args.quiet or not ctx.is_main)
@@ -299,7 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs per benchmark (default 1: a quick preview; a valid score needs the count of the rules, shown by `trainperf list`)",
     )
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
-    r.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i (default 1)")
+    r.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="make the runs reproducible: run i uses seed SEED+i, logged as a fixed seed (default: each run "
+        "draws its seed from the system's randomness and logs it, as MLPerf's closed division requires)",
+    )
     r.add_argument(
         "--nproc", type=int, default=1, help="processes to launch with torchrun (gloo on CPU, NCCL on GPU); default 1"
     )

@@ -35,6 +35,7 @@ def calibration_seeds(n: int) -> list[int]:
         raise ValueError(f"between 1 and {len(CALIBRATION_SEEDS)} calibration seeds, not {n}")
     return list(CALIBRATION_SEEDS[:n])
 
+
 # Stream names (the second element of every key), so that two uses never share a stream by accident.
 STREAM_SHUFFLE = 1  # the order of training samples (same on every rank: each takes its own slice)
 STREAM_AUGMENT = 2  # random augmentation (per rank)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from trainperf.seeds import SOURCE_FIXED
+
 if TYPE_CHECKING:  # torch is imported lazily so that `trainperf list` and `--help` never import it
     import torch
 
@@ -265,6 +267,7 @@ class RunConfig:
     """What the user chose for one run (everything else comes from the spec and the recipe)."""
 
     seed: int
+    seed_source: str = SOURCE_FIXED  # or seeds.SOURCE_SYSTEM: drawn from the system's randomness
     dry_run: bool = False
     division: str = "open"
     overrides: dict[str, Any] = field(default_factory=dict)
