@@ -48,6 +48,7 @@ class RunFailed(TrainperfError):
 
     exit_code = 1
 
-    def __init__(self, message: str, outcome: object) -> None:
+    def __init__(self, message: str, outcome: object, exit_code: int = 1) -> None:
         super().__init__(message)
         self.outcome = outcome
+        self.exit_code = exit_code  # the cause's, when it is a TrainperfError (a data error stays 2)

@@ -29,7 +29,7 @@ import torch
 import trainperf
 from trainperf import seeds
 from trainperf.dist import DistContext
-from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, UsageError
+from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
 from trainperf.harness import clock
 from trainperf.harness.mllog import RunLog, constants
 from trainperf.harness.schedule import Schedule
@@ -208,7 +208,8 @@ class _Run:
             reason = f"error: {type(e).__name__}: {e}"
             outcome = self._stop_aborted(start_ms, wall0, reason, init_seconds)
             self.obs.run_stopped(outcome)
-            raise RunFailed(f"{self.spec.key}: the run failed ({type(e).__name__}: {e})", outcome) from e
+            code = e.exit_code if isinstance(e, TrainperfError) else 1
+            raise RunFailed(f"{self.spec.key}: the run failed ({type(e).__name__}: {e})", outcome, code) from e
         return self._finish(start_ms, wall0, status, reason, stepper, init_seconds, self.load_seconds)
 
     def _stop_aborted(self, start_ms: int, wall0: float, reason: str, init_seconds: float) -> RunOutcome:

@@ -418,6 +418,7 @@ def _run_suite(
                         f"{e}; logged as aborted in {final} and counted as a run that did not converge. Fix the "
                         "cause and run the same command: the suite resumes with the next run",
                         e.outcome,
+                        e.exit_code,
                     ) from e.__cause__
                 raise
             except BaseException:
