@@ -55,6 +55,31 @@ def fields(spec, value) -> dict[str, float]:
     return value if isinstance(value, dict) else {spec.metric: value}
 
 
+def margins_in_se(spec, se: float, curves: dict[int, list]) -> str:
+    """How far each seed's deciding evaluation (the first that reaches the target) and the evaluation before
+    it sit from the target, in standard errors of the metric. With several fields the one closest to
+    changing the outcome counts: the lowest of a reaching evaluation, the highest of a miss."""
+
+    def margin(value: dict[str, float]) -> float:
+        margins = [(value.get(f, math.nan) - t) / se for f, t in spec.fields]
+        return min(margins) if spec.reached(value) else max(margins)
+
+    parts, clear = [], 0
+    for seed, curve in curves.items():
+        k = next((i for i, (_, _, v) in enumerate(curve) if spec.reached(v)), None)
+        if k is None:
+            parts.append(f"{seed}: -")
+            continue
+        before = f"{margin(curve[k - 1][2]):+.1f} then " if k > 0 else ""
+        parts.append(f"{seed}: {before}{margin(curve[k][2]):+.1f}")
+        clear += margin(curve[k][2]) >= 2 and (k == 0 or margin(curve[k - 1][2]) <= -2)
+    return (
+        f"last miss and deciding evaluation, in SE ({se:g}) from the target: "
+        + "; ".join(parts)
+        + f"; {clear}/{len(curves)} seeds at least 2 SE clear on both sides"
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("benchmark", choices=("ssd", "maskrcnn"))
@@ -135,6 +160,8 @@ def main() -> int:
             + ", ".join("-" if math.isnan(t) else f"{t:.0f}s" for t in times)
             + f"; median {med:.0f} s"
         )
+        if spec.metric_se is not None:
+            print("  " + margins_in_se(candidate, spec.metric_se, curves))
     if not a.no_untrained:
         values = [untrained(a.benchmark, a.seed + i, a.data_dir) for i in range(a.runs)]
         print("untrained: " + "; ".join(", ".join(f"{k} {x:.3g}" for k, x in v.items()) for v in values))

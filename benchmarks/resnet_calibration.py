@@ -35,6 +35,18 @@ def untrained_quality(seed: int, data_dir: Path) -> float:
     return spec.headline(w.evaluate(w.build_model()))
 
 
+def se_text(value: float, spec) -> str:
+    """How far an evaluation sits from the target, in standard errors of the metric ("" if not measured)."""
+    return "" if spec.metric_se is None else f" ({(value - spec.target) / spec.metric_se:+.1f} SE)"
+
+
+def miss_text(curve: list, spec) -> str:
+    """The evaluation before the last (a run's last miss), in standard errors from the target."""
+    return (
+        "" if spec.metric_se is None or len(curve) < 2 else f", after {curve[-2][2]:.4f}{se_text(curve[-2][2], spec)}"
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=5)
@@ -67,7 +79,7 @@ def main() -> int:
         last = curve[-1] if curve else (0, 0, float("nan"))
         print(
             f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  epochs {last[1]:.1f}  "
-            f"top1 {last[2]:.4f}  data load {r.get('load_seconds', float('nan')):.2f} s  "
+            f"top1 {last[2]:.4f}{se_text(last[2], spec)}{miss_text(curve, spec)}  data load {r.get('load_seconds', float('nan')):.2f} s  "
             f"overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
             f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
         )
