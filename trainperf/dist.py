@@ -157,8 +157,8 @@ def peer_failure(ctx: DistContext, exc: BaseException, timeout_s: float) -> Proc
     return ProcessGroupFailed(
         f"rank {ctx.rank} of {ctx.world_size}: a collective failed ({first[:200]}): another process of this torchrun "
         f"job stopped (killed, out of memory) or did not answer within the {timeout_s:g} s collective timeout. The run "
-        "in progress is not counted (its partial log is removed) and earlier results stay; see the other ranks' "
-        "messages, then run the same command to resume"
+        "in progress is not counted (its partial log never becomes a result file) and earlier results stay; see the "
+        "other ranks' messages, then run the same command to resume"
     )
 
 
