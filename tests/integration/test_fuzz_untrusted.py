@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from untrusted import ORG, PATH_KEYS, SYSTEM, log_lines, plant, rules_dir, system_description
 
+from trainperf import system as system_mod
 from trainperf.confine import Confinement
 from trainperf.errors import TrainperfError
 from trainperf.report.collect import collect
@@ -164,7 +165,12 @@ def official_tools_replaced(calls: list[str]):
             ran=official.ToolRun(tool="result_summarizer", rc=0, out="", err=""), scores={}, notices=[]
         )
 
+    def system_desc_checker(path: Path, contents: dict, where: str) -> list[str]:
+        calls.append("system_desc_checker")
+        return []
+
     with (
+        mock.patch.object(system_mod, "_official_problems", system_desc_checker),
         mock.patch.object(compliance, "_run_checker", checker),
         mock.patch.object(official, "run_package_checker", package_checker),
         mock.patch.object(official, "run_rcp_checker", rcp_checker),
@@ -224,6 +230,8 @@ def test_fuzzed_logs_and_system_descriptions_in_process(log, system, trees):
     with official_tools_replaced(calls), reviews_kept(reviews):
         run_cli(["check", str(path)])  # `trainperf check`: the compliance path
         rc, _ = run_cli(["review", str(org)])  # `trainperf review`: the package path
+        for problem in check_system_file(out / "systems" / f"{SYSTEM}.json"):  # trainperf's own checks of it
+            assert_clean_text(gate.printable(problem))
     if rc != 2:
         (result,) = reviews
         for verdict in result.verdicts:
