@@ -86,7 +86,7 @@ def _relaunch_with_torchrun(nproc: int) -> int:
     cmd = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "trainperf.launch",  # torchrun, with a failed job told in one line (trainperf/launch.py)
         "--standalone",
         f"--nproc_per_node={nproc}",
         # a failed rank ends the job: a restarted worker group would redo the run with a new clock (and torchrun

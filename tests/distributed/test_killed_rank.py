@@ -67,6 +67,7 @@ def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir
     assert job.returncode == 1  # torchrun's exit code for a failed job
     assert not psutil.pid_exists(victim.pid) or victim.status() == psutil.STATUS_ZOMBIE
     assert "rank 0 of 2: " in text and "earlier results stay" in text, text[-3000:]  # the survivor's clear error
+    assert "rank 1 of the torchrun job was ended by SIGKILL" in text and "Traceback" not in text, text[-3000:]
     assert "will restart worker group" not in text  # torchrun's words when it restarts
     # nothing of run 1 is counted: no result file, no partial; the earlier run is untouched
     assert sorted(p.name for p in results.iterdir()) == ["result_0.txt"]
@@ -74,6 +75,46 @@ def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir
     assert not (out / "summary.json").exists() or "result_1" not in (out / "summary.json").read_text()
     with hold_out_folder(out):  # the lock went with the job: the same command can resume at once
         pass
+
+
+def test_a_job_that_ends_well_exits_0_through_the_launcher(tmp_path):
+    """The launcher (trainperf/launch.py) is torchrun itself when nothing fails: a two-rank dry run."""
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainperf",
+        "run",
+        "resnet",
+        "--dry-run",
+        "--nproc",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=START_TIMEOUT_S)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert len(list((out / "results").rglob("result_0.txt"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("rank1", "code", "says"),
+    [
+        ("os.kill(os.getpid(), signal.SIGKILL)", 1, "rank 1 of the torchrun job was ended by SIGKILL"),
+        ("sys.exit(2)", 2, ""),  # a rank's own error: it printed it, the launcher passes its exit code on
+    ],
+)
+def test_the_launcher_tells_a_failed_job_in_one_line(tmp_path, rank1, code, says):
+    """Two tiny workers (no training): rank 1 fails at once, rank 0 would wait a minute; torchrun ends both."""
+    script = tmp_path / "worker.py"
+    script.write_text(f"import os, signal, sys, time\nif os.environ['RANK'] == '1':\n    {rank1}\ntime.sleep(60)\n")
+    cmd = [sys.executable, "-m", "trainperf.launch", "--standalone", "--nproc_per_node=2", "--max-restarts=0"]
+    t0 = time.monotonic()
+    r = subprocess.run([*cmd, str(script)], capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - t0 < 45  # rank 0 was stopped, not waited for
+    assert r.returncode == code, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and says in r.stderr, r.stderr[-3000:]
 
 
 def test_torchrun_is_told_not_to_restart(monkeypatch):
