@@ -6,8 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from trainperf.cli import default_data_dir
+
+# Hypothesis (tests/integration/test_fuzz_untrusted.py): CI sees the same examples on every run (derandomized, no
+# example database) and no deadline (the machine is shared). HYPOTHESIS_PROFILE=explore draws new examples each run
+# and keeps failing ones in .hypothesis/ to replay.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

@@ -102,9 +102,12 @@ def _relaunch_with_torchrun(nproc: int) -> int:
     cmd = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "trainperf.launch",  # torchrun, with a failed job told in one line (trainperf/launch.py)
         "--standalone",
         f"--nproc_per_node={nproc}",
+        # a failed rank ends the job: a restarted worker group would redo the run with a new clock (and torchrun
+        # also reads PET_MAX_RESTARTS from the environment, so say it here)
+        "--max-restarts=0",
         "-m",
         "trainperf",
         *cleaned,
@@ -138,6 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--runs must be at least 1")
     keys = _benchmarks(args.benchmarks, args.scale)
     from trainperf import dist as dist_mod
+    from trainperf import registry
     from trainperf.rules.closed import parse_overrides
     from trainperf.system import check_org_name, check_system_name
 
@@ -145,6 +149,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.system_name is not None:  # names become files and folders: checked before anything is written
         check_system_name(args.system_name)
     check_org_name(args.org)
+    # the longest a rank may wait for another: one rank's untimed initialization, which the rules cap
+    timeout_s = dist_mod.collective_timeout_s(
+        60.0 * max(registry.get_spec(key, args.scale).max_init_minutes for key in keys)
+    )
 
     if args.nproc > 1 and not dist_mod.launched_by_torchrun():
         return _relaunch_with_torchrun(args.nproc)
@@ -156,8 +164,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from trainperf.harness.suite import SuiteOptions, run_suite
     from trainperf.report.table import print_summary
 
-    signal.signal(signal.SIGTERM, _terminated)  # a run ends on SIGTERM as it does on Ctrl-C
-    ctx = dist_mod.init_from_env()
+    ctx = dist_mod.init_from_env(timeout_s)
+    if ctx.distributed:  # torchrun's SIGTERM means another rank failed: this run fails too (counted, aborted)
+        dist_mod.stop_on_sigterm(ctx)
+    else:  # a run ends on SIGTERM as it does on Ctrl-C
+        signal.signal(signal.SIGTERM, _terminated)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx.world_size))
     console = Console(stderr=False, quiet=args.quiet or not ctx.is_main)
     options = SuiteOptions(
@@ -179,10 +190,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     def observer(key: str, i: int, n: int) -> ProgressBar:
         return ProgressBar(console, f"{key} run {i + 1}/{n}")
 
+    group_lost = False
     try:
         summaries = run_suite(options, ctx, observer_for=observer)
+    except Exception as e:
+        group_lost = ctx.distributed and dist_mod.is_peer_failure(e)
+        if group_lost:  # a clear error instead of the backend's traceback; the group is unusable: no shutdown
+            raise dist_mod.peer_failure(ctx, e, timeout_s) from None
+        raise
     finally:
-        dist_mod.shutdown(ctx)
+        if not group_lost:
+            dist_mod.shutdown(ctx)
     if ctx.is_main:
         print_summary(console, summaries, options)
     ok = all(r["status"] == "success" for s in summaries for r in s.runs)

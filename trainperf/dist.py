@@ -8,11 +8,21 @@ DistributedSampler), and ``all_reduce``/``all_gather``/``gather_objects`` bring 
 
 from __future__ import annotations
 
+import datetime
 import os
+import signal
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as torch_dist
+
+from trainperf.errors import ProcessGroupFailed, UsageError
+
+# How long a rank waits for the others at a collective before the job fails (torch's own default is 30 minutes
+# for gloo, 10 for NCCL). The CLI sets it from the specs it runs: the longest legitimate wait is one rank's
+# untimed initialization, which the rules cap (``BenchmarkSpec.max_init_minutes``). A killed rank is noticed at
+# once (its connections close, and torchrun stops the job); the timeout bounds a rank that hangs.
+TIMEOUT_ENV = "TRAINPERF_COLLECTIVE_TIMEOUT_S"  # seconds; overrides the spec's bound (e.g. a short one for tests)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,8 +100,25 @@ def launched_by_torchrun() -> bool:
     )
 
 
-def init_from_env() -> DistContext:
-    """Join the process group torchrun described (gloo on CPU, NCCL on GPU); else a world of one."""
+def collective_timeout_s(default_s: float) -> float:
+    """The collective timeout: ``$TRAINPERF_COLLECTIVE_TIMEOUT_S`` when set, else ``default_s``."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return default_s
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise UsageError(f"{TIMEOUT_ENV}={text!r}: give the collective timeout as a positive number of seconds")
+    return value
+
+
+def init_from_env(timeout_s: float = 1800.0) -> DistContext:
+    """Join the process group torchrun described (gloo on CPU, NCCL on GPU); else a world of one.
+
+    ``timeout_s``: how long a collective waits for every rank before it fails (:func:`collective_timeout_s`).
+    """
     if not launched_by_torchrun() or int(os.environ.get("WORLD_SIZE", "1")) == 1:
         device = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
         return DistContext(device=device)
@@ -104,10 +131,47 @@ def init_from_env() -> DistContext:
     else:
         device, backend = torch.device("cpu"), "gloo"
     if not torch_dist.is_initialized():
-        torch_dist.init_process_group(backend=backend)
+        torch_dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
     return DistContext(rank=rank, world_size=world, local_rank=local, device=device, backend=backend)
 
 
 def shutdown(ctx: DistContext) -> None:
     if ctx.distributed and torch_dist.is_initialized():
         torch_dist.destroy_process_group()
+
+
+# --- a rank that fails --------------------------------------------------------------------------------------
+_PEER_WORDS = ("gloo", "NCCL", "Connection reset by peer", "Connection closed by peer", "Broken pipe")
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective failing because another rank stopped or hung (not a bug of this rank)."""
+    if isinstance(exc, getattr(torch_dist, "DistError", ())):
+        return True
+    return isinstance(exc, RuntimeError) and any(word in str(exc) for word in _PEER_WORDS)
+
+
+def peer_failure(ctx: DistContext, exc: BaseException, timeout_s: float) -> ProcessGroupFailed:
+    """The error a rank reports when the job lost another rank: what happened, what was kept, what to do."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return ProcessGroupFailed(
+        f"rank {ctx.rank} of {ctx.world_size}: a collective failed ({first[:200]}): another process of this torchrun "
+        f"job stopped (killed, out of memory) or did not answer within the {timeout_s:g} s collective timeout. The run "
+        "in progress is not counted (its partial log never becomes a result file) and earlier results stay; see the "
+        "other ranks' messages, then run the same command to resume"
+    )
+
+
+def stop_on_sigterm(ctx: DistContext) -> None:
+    """Under torchrun: SIGTERM (torchrun stopping the job when another rank failed) raises ProcessGroupFailed, so
+    that this rank ends like a failed run (no result kept from the run in progress) instead of dying mid-write."""
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        raise ProcessGroupFailed(
+            f"rank {ctx.rank} of {ctx.world_size}: stopped by torchrun (SIGTERM), which ends the job when one of its "
+            "processes fails. The run in progress is not counted and earlier results stay; see the other ranks' "
+            "messages, then run the same command to resume"
+        )
+
+    signal.signal(signal.SIGTERM, stop)

@@ -25,6 +25,10 @@ class ResultsError(TrainperfError):
     """An output folder cannot be used (unwritable, from another system, inconsistent)."""
 
 
+class ProcessGroupFailed(TrainperfError):
+    """Another process of a distributed job stopped or hung; this rank's run in progress is not counted."""
+
+
 class NotAvailableError(TrainperfError):
     """A benchmark or scale that trainperf does not implement yet."""
 

@@ -32,7 +32,9 @@ def test_list_shows_the_metric_standard_error_beside_the_target():
     from trainperf import registry
 
     env = {**os.environ, "COLUMNS": "250"}
-    r = subprocess.run([sys.executable, "-m", "trainperf", "list"], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "trainperf", "list"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert "SE" in r.stdout.splitlines()[2] and "bootstrap standard error" in r.stdout
     rows = {tuple(line.split()[:2]): line for line in r.stdout.splitlines() if line.strip()}

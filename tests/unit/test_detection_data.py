@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -136,6 +137,26 @@ def test_registered_for_both_detection_benchmarks():
         return getattr(importlib.import_module(module), attr)
 
     assert function(data.prepare) is scenes.prepare_mini and function(data.verify) is scenes.verify_mini
+
+
+def test_a_run_hashes_only_the_scenes_changed_since_they_were_last_found_intact(scenes_copy, monkeypatch):
+    from trainperf.data import verified
+
+    hashed = []
+    real = verified.sha256
+    monkeypatch.setattr(verified, "sha256", lambda path: hashed.append(path) or real(path))
+    monkeypatch.setattr(verified, "RACY_NS", 0)  # the scenes were written just now
+    root = scenes.mini_root(scenes_copy)
+    assert scenes.verify_mini(scenes_copy, **SMALL, trust_cache=True) == []
+    assert len(hashed) == 20 + 10 + 2  # PNGs and annotation files: every file of the manifest
+    hashed.clear()
+    assert scenes.verify_mini(scenes_copy, **SMALL, trust_cache=True) == []
+    assert hashed == []
+    time.sleep(0.05)  # past one tick of the file system's clock
+    png = root / "train" / "000003.png"
+    png.write_bytes(bytes(255 - b for b in png.read_bytes()))  # the same size, other bytes
+    problems = scenes.verify_mini(scenes_copy, **SMALL, trust_cache=True)
+    assert hashed == [png] and problems == [f"{png} has the wrong checksum (corrupt or replaced)"]
 
 
 def test_verify_without_checksums_reads_only_the_manifest(scenes_copy):

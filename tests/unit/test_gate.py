@@ -99,6 +99,22 @@ def test_the_gate_reads_lines_as_the_tools_do():
 
 
 # --- control characters ------------------------------------------------------------------------------
+def test_an_oversized_line_is_refused_at_once():
+    """The tools' re.sub('.*' + TOKEN, ...) takes quadratic time on a long line (1 MB: about 14 minutes); the gate
+    reads lines in linear time and refuses a long one before a tool sees it."""
+    import time
+
+    lines = log_lines()
+    lines.insert(3, MLLOG + json.dumps({"key": "trainperf_note", "value": "A" * 2**20, "time_ms": 1, "metadata": {}}))
+    t0 = time.perf_counter()
+    (refusal,) = gate.screen_log("\n".join(lines).encode())
+    assert time.perf_counter() - t0 < 2.0
+    assert refusal.startswith(
+        f"line 4: an MLLOG line of {len(lines[3]) + 1} characters, over the {gate.MAX_LINE_CHARS} allowed"
+    )
+    assert screen({"trainperf_note": "A" * (gate.MAX_LINE_CHARS - 200)}) == []  # long, but within the cap
+
+
 def test_control_characters_are_refused_and_shown_escaped():
     (refusal,) = screen({"submission_platform": f"{ESC}[31mred{ESC}[0m"})
     assert ESC not in refusal and "\\x1b[31mred" in refusal

@@ -201,7 +201,9 @@ class _Run:
             what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted by the user"
             self._stop_aborted(start_ms, wall0, what, init_seconds)
             self.obs.run_stopped(None)
-            raise RunInterrupted(f"{self.spec.key}: run {what}; logged as aborted") from None
+            err = RunInterrupted(f"{self.spec.key}: run {what}; logged as aborted")
+            err.what = what
+            raise err from None
         except Exception as e:
             if self.log.failed:
                 raise  # the log itself cannot be written (a full disk): there is no log to end

@@ -397,9 +397,11 @@ def _run_suite(
                     if kept is not None:
                         summaries.append(_summary(key, options, spec, runs, options.out / INTERRUPTED / system / key))
                         _write_summary_quietly(options.out, system, summaries)
+                        what = getattr(e, "what", "interrupted")
                         raise RunInterrupted(
-                            f"{e}; kept in {kept}, not a result: the same command resumes the suite and redoes "
-                            "this run, and the report and summary.json list it as interrupted"
+                            f"{key}: run {i} {what}; logged as aborted in {kept}, not counted (earlier results "
+                            "stay; the same command resumes the suite and redoes this run; summary.json and the "
+                            "report list it as interrupted)"
                         ) from None
                 raise
             except RunFailed as e:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import stat
 import unicodedata
 from collections.abc import Iterator, Mapping
@@ -41,6 +40,11 @@ MLLOG_TOKEN = ":::MLLOG "
 MAX_RESULT_BYTES = 16 * 2**20  # one result file
 MAX_SYSTEM_BYTES = 1 * 2**20  # one systems/<system>.json
 MAX_PACKAGE_BYTES = 256 * 2**20  # everything `trainperf review` copies from one package
+# One MLLOG line. The tools find the JSON of a line with re.sub(".*" + TOKEN, TOKEN, line), whose time grows with
+# the square of the text after the token (measured on the 2-core CI machine: 10 KB 0.1 s, 100 KB 8.5 s, 300 KB
+# 58 s); an MLPerf event is a few hundred characters. At this cap a line costs the tools about 0.02 s, and the
+# largest file allowed (16 MiB of such lines) about a minute, within the checker's time limit.
+MAX_LINE_CHARS = 4096
 # closed_resnet.yaml (v2.0): CHECK " v['value'] in ['sgd', 'lars'] ", then POST enqueues
 # training_2.0.0/closed_resnet_{opt_name}.yaml: closed_resnet_lars.yaml and closed_resnet_sgd.yaml exist.
 CLOSED_RESNET_OPT_NAMES = ("lars", "sgd")
@@ -61,6 +65,8 @@ def shown(value: Any, limit: int = _SHOWN_CHARS) -> str:
 
 def printable(text: str) -> str:
     """``text`` with every control or format character escaped (``\\x1b``), line breaks and tabs kept."""
+    if text.isprintable():  # no control character (see _first_control)
+        return text
     return "".join(c if c in "\n\t" or not _is_control(c) else repr(c)[1:-1] for c in text)
 
 
@@ -70,13 +76,21 @@ def _is_control(c: str) -> bool:
     return unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
 
 
+def _first_control(text: str, allowed: str = "") -> str | None:
+    """The first control character of ``text`` not in ``allowed`` (None: none). ``str.isprintable`` is False for
+    every control character (and for a few others, such as non-breaking spaces), so most text is cleared at C speed."""
+    if text.isprintable():
+        return None
+    return next((c for c in text if c not in allowed and _is_control(c)), None)
+
+
 def name_problem(name: Any, *, file_name: bool = False) -> str | None:
     """Why ``name`` cannot be used in a path (None: it can). ``file_name``: also refuse glob characters."""
     if not isinstance(name, str):
         return "is not a string"
     if not name:
         return "is empty"
-    if bad := next((c for c in name if _is_control(c)), None):
+    if bad := _first_control(name):
         return f"contains the control character U+{ord(bad):04X}"
     if "/" in name or "\\" in name:
         return "contains a path separator ('/' or '\\')"
@@ -114,16 +128,19 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.4g} MiB" if n >= 2**20 else f"{n} bytes"
 
 
-def _lines(data: bytes) -> Iterator[tuple[int, str]]:
-    """(line number from 1, the text after the line's last ``:::MLLOG `` token, stripped), as the tools read it.
+def _lines(data: bytes) -> Iterator[tuple[int, str, int]]:
+    """(line number from 1, the text after the line's last ``:::MLLOG `` token, stripped, the line's length), as
+    the tools read it; the text is ``""`` for a line longer than :data:`MAX_LINE_CHARS` (refused unread).
 
     mlp_parser and rcp_checker open the file with ``encoding='latin-1'`` in text mode (universal newlines),
     skip lines without the token, keep ``re.sub(".*" + TOKEN, TOKEN, line).strip()`` and parse what
-    follows the token as JSON.
+    follows the token as JSON. A line holds no newline before its end, so that is the text after the last
+    token, found here in linear time (the tools' regular expression takes quadratic time).
     """
     for lineno, line in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"), start=1):
         if MLLOG_TOKEN in line:
-            yield lineno, re.sub(".*" + MLLOG_TOKEN, MLLOG_TOKEN, line).strip()[len(MLLOG_TOKEN) :]
+            text = "" if len(line) > MAX_LINE_CHARS else line[line.rindex(MLLOG_TOKEN) + len(MLLOG_TOKEN) :].strip()
+            yield lineno, text, len(line)
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -155,9 +172,16 @@ def screen_log(data: bytes) -> list[str]:
     def refuse(lineno: int, key: Any, value: Any, why: str) -> None:
         refusals.append(f"line {lineno}: {shown(key)} has value {shown(value)}, which {why}")
 
-    for lineno, payload in _lines(data):
+    for lineno, payload, length in _lines(data):
+        if length > MAX_LINE_CHARS:
+            refusals.append(
+                f"line {lineno}: an MLLOG line of {length} characters, over the {MAX_LINE_CHARS} allowed: the official "
+                "tools read a line in a time that grows with the square of its length (100 KB: 8 s; 1 MB: about 14 "
+                "minutes), and an MLPerf event is a few hundred characters"
+            )
+            continue
         seen = _as_utf8(payload)
-        if bad := next((c for c in seen if c != "\t" and _is_control(c)), None):
+        if bad := _first_control(seen, allowed="\t"):
             refusals.append(
                 f"line {lineno}: holds the raw control character U+{ord(bad):04X} (an MLLOG line is JSON text, "
                 f"which has none): {shown(seen)}"
@@ -174,8 +198,8 @@ def screen_log(data: bytes) -> list[str]:
             readable = json.loads(seen)
         except (ValueError, RecursionError):
             readable = record
-        if (text := next((s for s in _strings(readable) if any(map(_is_control, s))), None)) is not None:
-            bad = next(c for c in text if _is_control(c))
+        if (text := next((s for s in _strings(readable) if _first_control(s)), None)) is not None:
+            bad = _first_control(text)
             refusals.append(
                 f"line {lineno}: {shown(key)} holds the control character U+{ord(bad):04X} in {shown(text)} (in its "
                 "key, value or metadata); the official tools print what they read as it is"
@@ -244,6 +268,6 @@ def screen_system(contents: Mapping[str, Any]) -> list[str]:
     for name, value in contents.items():
         if name in SYSTEM_NAME_FIELDS and isinstance(value, str):
             continue  # name_problem above covers its control characters
-        if bad := next((c for s in _strings({name: value}) for c in s if _is_control(c)), None):
+        if bad := next((c for s in _strings({name: value}) if (c := _first_control(s))), None):
             refusals.append(f"field {shown(name)} holds the control character U+{ord(bad):04X}: {shown(value)}")
     return refusals

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from trainperf import seeds
+from trainperf.checkpoint import load_tensors
 from trainperf.errors import DataError, UsageError
 from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
 from trainperf.workloads.minigo import arena, mcts
@@ -63,7 +64,7 @@ class MiniGoWorkload(Workload):
                     "converted to this network's state_dict with --set target_checkpoint=PATH"
                 )
             self.target_model = reference_gonet()
-            self.target_model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True))
+            self.target_model.load_state_dict(load_tensors(ckpt, what="minigo reference: the target checkpoint"))
             self.target_model.eval()
         else:
             arena.check_opponent(arena.Opponent(level=r.opponent_level), self.size, r.komi)

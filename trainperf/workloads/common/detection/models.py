@@ -202,17 +202,17 @@ def reference_maskrcnn() -> MaskRCNN:
 
 def load_backbone_checkpoint(model: nn.Module, path) -> None:
     """Load ImageNet-pretrained backbone weights (a torchvision ResNet/ResNeXt state dict) into ``model``."""
+    from pathlib import Path
+
+    from trainperf.checkpoint import load_tensors
     from trainperf.errors import DataError
 
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
+    if not Path(path).is_file():
         raise DataError(
             f"backbone checkpoint {path} not found: the reference scale starts from ImageNet-pretrained "
             "backbone weights (a torchvision state dict); put the file there or pass --set backbone_checkpoint=PATH"
-        ) from None
-    except Exception as e:  # torch.load raises many types for a corrupt file
-        raise DataError(f"backbone checkpoint {path} cannot be read ({e}); it must be a torch state dict") from None
+        )
+    state = load_tensors(path, what="backbone checkpoint")  # tensors only: a pickle that needs more is refused
     body = model.backbone.body
     wanted = body.state_dict()
     state = {k: v for k, v in state.items() if k in wanted}

@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
+from trainperf.data import verified
 from trainperf.errors import DataError
 from trainperf.fileio import atomic_write_bytes, atomic_write_text
 
@@ -239,11 +240,15 @@ def verify_mini(
     val_scenes: int = VAL_SCENES,
     seed: int = SEED,
     checksums: bool = True,
+    trust_cache: bool = False,
 ) -> list[str]:
     """Problems with the prepared mini detection data (empty when every file is there and intact).
 
-    ``checksums=False`` checks the manifest's header and that every file it lists exists, without reading
-    the files: what a run checks before its clock starts (hashing the 8,502 files reads all 100 MB).
+    Every file the manifest lists is checked for its size (when the manifest records sizes) and its sha256.
+    ``trust_cache``: a file unchanged since it was last found intact is not hashed again
+    (:mod:`trainperf.data.verified`): what a run checks before its clock starts (hashing the 8,502 files reads
+    100 MB: 0.2 s from the page cache, 1.1 s from disk on the 2-core machine, once after each change).
+    ``checksums=False`` only checks that every file exists.
     """
     root = mini_root(data_dir)
     path = root / MANIFEST
@@ -259,16 +264,33 @@ def verify_mini(
     found = {k: manifest.get(k) for k in expected}
     if found != expected:
         return [f"{path} records {found}, this trainperf generates {expected}"]
-    problems = []
-    for name, digest in manifest["files"].items():
-        file = root / name
-        if not file.exists():
-            problems.append(f"{file} is missing")
-        elif checksums and _sha256(file) != digest:
-            problems.append(f"{file} has the wrong checksum (corrupt or replaced)")
+    if checksums:
+        sizes = manifest.get("sizes") if isinstance(manifest.get("sizes"), dict) else {}
+        files = {
+            name: verified.Expected(
+                sha256=str(digest), size=sizes.get(name) if isinstance(sizes.get(name), int) else None
+            )
+            for name, digest in manifest["files"].items()
+        }
+        problems = verified.check_files(root, files, trust_cache=trust_cache)
+    else:
+        problems = [f"{root / name} is missing" for name in manifest["files"] if not (root / name).exists()]
     if len(problems) > MAX_PROBLEMS:
         problems[MAX_PROBLEMS:] = [f"{len(problems) - MAX_PROBLEMS} more files under {root} are missing or corrupt"]
     return problems
+
+
+def _record_sizes(path: Path) -> list[Path]:
+    """Add the files' sizes to an intact manifest written before manifests recorded them; [path] when rewritten."""
+    manifest = json.loads(path.read_text())
+    if isinstance(manifest.get("sizes"), dict):
+        return []
+    manifest["sizes"] = {name: (path.parent / name).stat().st_size for name in manifest["files"]}
+    try:
+        atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+    except OSError as e:
+        raise DataError(f"cannot update {path} ({e.strerror or e}): choose another --data-dir") from None
+    return [path]
 
 
 def prepare_mini(
@@ -283,19 +305,20 @@ def prepare_mini(
     from trainperf.workloads.resnet import data as resnet_data
 
     if not verify_mini(data_dir, train_scenes=train_scenes, val_scenes=val_scenes, seed=seed):
-        return []
+        return _record_sizes(mini_root(data_dir) / MANIFEST)
     resnet_data.prepare_mini(data_dir)
     xtr, ytr, xte, yte = resnet_data.load_mini(data_dir)
     pools = {"train": (xtr[:, 0].numpy(), ytr.numpy()), "val": (xte[:, 0].numpy(), yte.numpy())}
     counts = {"train": train_scenes, "val": val_scenes}
     root = mini_root(data_dir)
     digests: dict[str, str] = {}
+    sizes: dict[str, int] = {}
     written: list[Path] = []
 
     def put(name: str, data: bytes) -> None:
         path = root / name
         digest = hashlib.sha256(data).hexdigest()
-        digests[name] = digest
+        digests[name], sizes[name] = digest, len(data)
         if not (path.exists() and _sha256(path) == digest):
             atomic_write_bytes(path, data)
             written.append(path)
@@ -306,7 +329,7 @@ def prepare_mini(
             for name, data in files.items():
                 put(name, data)
             put(f"annotations/instances_{split}.json", json.dumps(coco, separators=(",", ":")).encode())
-        manifest = {**_manifest_header(train_scenes, val_scenes, seed), "files": digests}
+        manifest = {**_manifest_header(train_scenes, val_scenes, seed), "files": digests, "sizes": sizes}
         atomic_write_text(root / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     except OSError as e:
         raise DataError(f"cannot write the mini detection data under {root} ({e}): choose another --data-dir") from None

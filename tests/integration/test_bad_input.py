@@ -1,0 +1,224 @@
+"""The README's table "What bad input gets", row by row: each row's command is run here (in a scratch folder holding
+the files the row describes) and must print the row's message and exit with the row's code; rows marked † are run by
+the test named in ELSEWHERE. A row without a test, or a test without a row, fails."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from cli_capture import run_cli
+from untrusted import MLLOG, log_lines, make_package, write_log
+
+from trainperf.harness.suite import hold_out_folder
+
+REPO = Path(__file__).resolve().parents[2]
+SECTION = "## What bad input gets"
+_SPAN = re.compile(r"``\s?(.+?)\s?``|`([^`]+)`")  # Markdown code spans: ``a `b` c`` and `a`
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    command: list[str]  # after `trainperf`
+    says: list[str]  # the quoted parts of the message, in the order they are printed
+    exit: int
+    elsewhere: bool  # marked †: run by another test
+
+
+def readme_rows() -> dict[str, Row]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    body = text[text.index(SECTION) :]
+    body = body[: body.index("\n## ", len(SECTION))]
+    rows = {}
+    for line in body.splitlines():
+        if not line.startswith("| `"):
+            continue
+        case_cell, tried, says, code = (c.strip() for c in line.strip().strip("|").split(" | "))
+        spans = [m[1] or m[2] for m in _SPAN.finditer(tried)]
+        command = next((shlex.split(s)[1:] for s in spans if s.startswith("trainperf ")), [])
+        case = _SPAN.search(case_cell)[2]
+        rows[case] = Row(case, command, [m[1] or m[2] for m in _SPAN.finditer(says)], int(code), "†" in case_cell)
+    return rows
+
+
+ROWS = readme_rows()
+
+
+# --- the rows run elsewhere: (test file, test function, the exit code that test sees) ----------------------------
+ELSEWHERE = {
+    "full-disk": (
+        "tests/unit/test_durable_results.py",
+        "test_a_full_disk_stops_the_run_at_once_and_earlier_results_stay",
+        2,
+    ),
+    "killed-rank": (
+        "tests/distributed/test_killed_rank.py",
+        "test_a_killed_rank_ends_the_job_and_keeps_earlier_results",
+        1,
+    ),
+}
+
+
+# --- the rows run here: what each row's files are -------------------------------------------------------------
+@dataclass
+class Scratch:
+    root: Path
+    monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest
+
+
+Setup = Callable[[Scratch], AbstractContextManager | None]
+SETUPS: dict[str, Setup] = {}
+
+
+def setup(*cases: str) -> Callable[[Setup], Setup]:
+    def register(fn: Setup) -> Setup:
+        for case in cases:
+            SETUPS[case] = fn
+        return fn
+
+    return register
+
+
+@setup("set-type", "set-nan", "closed-rule", "unknown-benchmark", "bad-system-name")
+def nothing(s: Scratch) -> None:
+    return None
+
+
+@setup("missing-data")
+def empty_data_dir(s: Scratch) -> None:
+    (s.root / "empty").mkdir()
+
+
+@setup("corrupt-data")
+def inverted_test_images(s: Scratch) -> None:
+    from trainperf.workloads.resnet import data
+
+    dest = data.mini_dir(s.root / "corrupt")
+    shutil.copytree(data.mini_dir(s.request.getfixturevalue("data_dir")), dest)
+    raw = np.fromfile(dest / "t10k-images-idx3-ubyte", dtype=np.uint8)
+    raw[16:] = 255 - raw[16:]  # the same size and header: a valid IDX file of other images
+    raw.tofile(dest / "t10k-images-idx3-ubyte")
+
+
+def _records() -> list:
+    return [json.loads(line[len(MLLOG) :]) if line.startswith(MLLOG) else line for line in log_lines()]
+
+
+def _first(records: list, key: str) -> dict:
+    return next(r for r in records if isinstance(r, dict) and r["key"] == key)
+
+
+def _write(path: Path, records: list) -> None:
+    path.write_text("\n".join(MLLOG + json.dumps(r) if isinstance(r, dict) else r for r in records) + "\n")
+
+
+@setup("log-malformed-line", "log-negative-duration", "log-duplicate-run-start", "log-time-not-a-number")
+@setup("log-oversized-line", "log-oversized-file", "log-ansi", "log-path-value")
+def logs(s: Scratch) -> None:
+    recs = _records()
+    recs.insert(5, MLLOG + '{"key": "seed", "value": 1, oops}')
+    _write(s.root / "malformed.txt", recs)
+    recs = _records()
+    start, stop = _first(recs, "run_start"), _first(recs, "run_stop")
+    start["time_ms"], stop["time_ms"] = stop["time_ms"], start["time_ms"]
+    _write(s.root / "negative.txt", recs)
+    recs = _records()
+    i = recs.index(_first(recs, "run_start"))
+    _write(s.root / "twice.txt", recs[: i + 1] + [dict(recs[i])] + recs[i + 1 :])
+    recs = _records()
+    _first(recs, "run_start")["time_ms"] = "soon"
+    _write(s.root / "soon.txt", recs)
+    recs = _records()
+    recs.insert(5, {"key": "trainperf_note", "value": "A" * 100_000, "time_ms": 1, "metadata": {}})
+    _write(s.root / "long.txt", recs)
+    with open(s.root / "huge.txt", "wb") as f:
+        f.truncate(64 * 2**20)
+    write_log(s.root / "ansi.txt", {"submission_platform": "\x1b[32mPASS\x1b[0m"})
+    write_log(s.root / "crafted.txt", {"submission_division": "../../../../tmp/x"})
+
+
+@setup("package-path-value", "package-link", "package-oversized-file", "system-bad-count", "report-over-input")
+def packages(s: Scratch) -> None:
+    make_package(s.root / "crafted", {0: {"submission_division": "../../../../tmp/x"}})
+    linked = make_package(s.root / "linked") / "results" / "box" / "resnet" / "result_4.txt"
+    linked.unlink()
+    linked.symlink_to("/etc/passwd")
+    with open(make_package(s.root / "big") / "results" / "box" / "resnet" / "result_4.txt", "r+b") as f:
+        f.truncate(2**30)
+    odd = make_package(s.root / "odd") / "systems" / "box.json"
+    odd.write_text(json.dumps({**json.loads(odd.read_text()), "number_of_nodes": "²"}))
+    make_package(s.root / "pkg")
+
+
+@setup("second-run")
+def another_run_holds_the_folder(s: Scratch) -> AbstractContextManager:
+    return hold_out_folder(s.root / "out")  # a second open of the lock file: flock refuses it in this process too
+
+
+@setup("ctrl-c")
+def a_run_interrupted(s: Scratch) -> None:
+    from helpers import FAKE_BENCHMARK, FakeWorkload
+
+    from trainperf import registry
+
+    s.monkeypatch.setattr(registry, "benchmark", lambda key: FAKE_BENCHMARK)
+    s.monkeypatch.setattr(registry, "workload_class", lambda key: FakeWorkload)
+    s.monkeypatch.setattr(FakeWorkload, "interrupt_at_step", 3)  # Ctrl-C arrives during the third step
+
+
+class _RunsACommand:
+    def __reduce__(self):
+        return (os.system, ("touch PICKLE_RAN",))
+
+
+@setup("pickle-checkpoint")
+def a_checkpoint_that_needs_pickle(s: Scratch) -> None:
+    torch.save({"weight": torch.zeros(1), "payload": _RunsACommand()}, s.root / "evil.pt")
+    s.monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # an environment that forces full loading
+
+
+# --- the tests ---------------------------------------------------------------------------------------------------
+def test_every_row_of_the_table_has_a_test():
+    assert len(ROWS) >= 20
+    assert sorted(SETUPS) == sorted(c for c, r in ROWS.items() if not r.elsewhere)
+    assert sorted(ELSEWHERE) == sorted(c for c, r in ROWS.items() if r.elsewhere)
+    for case, (path, name, code) in ELSEWHERE.items():
+        tree = ast.parse((REPO / path).read_text(encoding="utf-8"))
+        assert name in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, (case, path, name)
+        assert ROWS[case].exit == code, case
+    for row in ROWS.values():
+        assert row.says, f"{row.case}: the message column quotes nothing"
+        assert row.elsewhere or row.command, f"{row.case}: the row gives no `trainperf ...` command"
+
+
+@pytest.mark.parametrize("case", sorted(SETUPS))
+def test_each_row_prints_its_message_and_exits_with_its_code(case, tmp_path, monkeypatch, request):
+    row = ROWS[case]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "1000")  # rich wraps long lines at the terminal's width
+    held = SETUPS[case](Scratch(tmp_path, monkeypatch, request))
+    with held or nullcontext():
+        code, text = run_cli(row.command)
+    assert code == row.exit, text[-3000:]
+    at = 0
+    for part in row.says:
+        found = text.find(part, at)
+        assert found >= 0, f"{case}: {part!r} not in the output (after position {at}):\n{text[-3000:]}"
+        at = found + len(part)
+    assert "\x1b" not in text
+    assert not (tmp_path / "PICKLE_RAN").exists()
+    if case == "bad-system-name":
+        assert sorted(p.name for p in tmp_path.iterdir()) == []  # refused before anything was written
