@@ -156,21 +156,21 @@ def peer_failure(ctx: DistContext, exc: BaseException, timeout_s: float) -> Proc
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return ProcessGroupFailed(
         f"rank {ctx.rank} of {ctx.world_size}: a collective failed ({first[:200]}): another process of this torchrun "
-        f"job stopped (killed, out of memory) or did not answer within the {timeout_s:g} s collective timeout. The run "
-        "in progress is not counted (its partial log never becomes a result file) and earlier results stay; see the "
+        f"job stopped (killed, out of memory) or did not answer within the {timeout_s:g} s collective timeout. A run "
+        "in progress ends aborted (a started run counts as not converged) and earlier results stay; see the "
         "other ranks' messages, then run the same command to resume"
     )
 
 
 def stop_on_sigterm(ctx: DistContext) -> None:
     """Under torchrun: SIGTERM (torchrun stopping the job when another rank failed) raises ProcessGroupFailed, so
-    that this rank ends like a failed run (no result kept from the run in progress) instead of dying mid-write."""
+    that this rank ends like a failed run (a started run is logged aborted and counted) instead of dying mid-write."""
 
     def stop(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
         raise ProcessGroupFailed(
             f"rank {ctx.rank} of {ctx.world_size}: stopped by torchrun (SIGTERM), which ends the job when one of its "
-            "processes fails. The run in progress is not counted and earlier results stay; see the other ranks' "
+            "processes fails. A run in progress ends aborted and earlier results stay; see the other ranks' "
             "messages, then run the same command to resume"
         )
 

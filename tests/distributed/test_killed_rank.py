@@ -1,5 +1,6 @@
 """A rank killed mid-run under torchrun (two gloo ranks): the job ends within seconds, torchrun does not restart it,
-the run in progress is not counted, earlier results stay, and the output folder is free for the next run."""
+the run in progress is logged aborted and counted as not converged, earlier results stay, and the output folder is
+free for the next run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import psutil
 import pytest
 from untrusted import ORG, SYSTEM, write_log
 
+import trainperf
+from trainperf import registry, seeds
 from trainperf.harness.suite import hold_out_folder
 from trainperf.results import parse_run
 
@@ -37,7 +40,16 @@ def _rank(pid: int, rank: str) -> psutil.Process | None:
 def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir):
     out = tmp_path / "out"
     results = out / "results" / SYSTEM / "resnet"
-    earlier = write_log(results / "result_0.txt")  # a finished earlier run of this system: resumed, not redone
+    # a finished earlier run of this system, made the way this command makes runs: resumed, not redone
+    spec = registry.get_spec("resnet", "mini")
+    made_here = {
+        "trainperf_dry_run": False,
+        "trainperf_overrides": {},
+        "trainperf_target": spec.target_text,
+        "trainperf_code": trainperf.code_hash(),
+        "trainperf_seed_source": seeds.SOURCE_SYSTEM,
+    }
+    earlier = write_log(results / "result_0.txt", made_here)
     (out / "trainperf.json").write_text(json.dumps({"system": SYSTEM, "scale": "mini"}))
     before = earlier.read_bytes()
     cmd = [sys.executable, "-m", "trainperf", "run", "resnet", "--runs", "2", "--nproc", "2", "--out", str(out)]
@@ -69,10 +81,13 @@ def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir
     assert "rank 0 of 2: " in text and "earlier results stay" in text, text[-3000:]  # the survivor's clear error
     assert "rank 1 of the torchrun job was ended by SIGKILL" in text and "Traceback" not in text, text[-3000:]
     assert "will restart worker group" not in text  # torchrun's words when it restarts
-    # nothing of run 1 is counted: no result file, no partial; the earlier run is untouched
-    assert sorted(p.name for p in results.iterdir()) == ["result_0.txt"]
+    # run 1 had started: it is a result, aborted, with its reason; no partial is left; the earlier run is untouched
+    assert sorted(p.name for p in results.iterdir()) == ["result_0.txt", "result_1.txt"]
+    failed = parse_run(results / "result_1.txt")
+    assert failed.status == "aborted" and "ProcessGroupFailed" in (failed.abort_reason or ""), failed.abort_reason
     assert earlier.read_bytes() == before and parse_run(earlier).success
-    assert not (out / "summary.json").exists() or "result_1" not in (out / "summary.json").read_text()
+    summary = json.loads((out / "summary.json").read_text())["benchmarks"][0]
+    assert [r["status"] for r in summary["runs"]] == ["success", "aborted"]
     with hold_out_folder(out):  # the lock went with the job: the same command can resume at once
         pass
 
@@ -122,9 +137,21 @@ def test_torchrun_is_told_not_to_restart(monkeypatch):
     from trainperf import cli
 
     seen = {}
+
+    class FakeLauncher:
+        def __init__(self, cmd, env):
+            seen["cmd"] = cmd
+
+        def wait(self, timeout=None):
+            return 0
+
     monkeypatch.setattr(sys, "argv", ["trainperf", "run", "resnet", "--nproc", "2"])
-    monkeypatch.setattr(subprocess, "call", lambda cmd, env: seen.setdefault("cmd", cmd) and 0)
-    cli._relaunch_with_torchrun(2)
+    monkeypatch.setattr(subprocess, "Popen", FakeLauncher)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert cli._relaunch_with_torchrun(2) == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # the launcher forwards SIGTERM to torchrun while it waits
     assert "--max-restarts=0" in seen["cmd"] and "--nproc" not in seen["cmd"]
 
 
