@@ -38,9 +38,9 @@ def strength(w, model: torch.nn.Module, games: int, first_opening: int) -> arena
     return result
 
 
-def measure(seed: int, generations: list[int], games: int, first_opening: int, data_dir: Path):
+def measure(seed: int, generations: list[int], games: int, first_opening: int, data_dir: Path, overrides: dict):
     spec = registry.get_spec("minigo", "mini")
-    recipe = registry.default_recipe("minigo", "mini")
+    recipe = registry.default_recipe("minigo", "mini").with_overrides(overrides)
     w = registry.workload_class("minigo")(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
     w.prepare()
     try:
@@ -81,12 +81,15 @@ def main() -> int:
     p.add_argument("--first-opening", type=int, default=None, help="default: the confirmation's first opening")
     p.add_argument("--out", type=Path, default=None, help="append the JSON lines to this file too")
     p.add_argument("--data-dir", type=Path, default=Path("/tmp"))
+    p.add_argument(
+        "--overrides", type=json.loads, default={}, help="recipe changes, e.g. '{\"train_steps_per_generation\": 20}'"
+    )
     a = p.parse_args()
     first = a.first_opening
     if first is None:
         first = registry.default_recipe("minigo", "mini").eval_games // 2
     for seed in a.seeds:
-        for row in measure(seed, sorted(set(a.generations)), a.games, first, a.data_dir):
+        for row in measure(seed, sorted(set(a.generations)), a.games, first, a.data_dir, a.overrides):
             line = json.dumps(row)
             print(line, flush=True)
             if a.out is not None:
