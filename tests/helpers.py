@@ -47,7 +47,10 @@ class FakeWorkload(Workload):
 
     qualities: list[float] = [0.5, 0.9]
     interrupt_at_step: int | None = None
+    interrupt_with: BaseException | type[BaseException] = KeyboardInterrupt  # what interrupt_at_step raises
     closed = 0  # how many times close() was called, over all instances
+    _evals = 0  # per run (prepare resets them; a dry run skips prepare)
+    _steps = 0
 
     def prepare(self) -> None:
         self._evals = 0
@@ -70,7 +73,7 @@ class FakeWorkload(Workload):
     def loss(self, model, batch):
         self._steps += 1
         if self.interrupt_at_step is not None and self._steps >= self.interrupt_at_step:
-            raise KeyboardInterrupt
+            raise self.interrupt_with
         x, y = batch
         return torch.nn.functional.cross_entropy(model(x), y)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from trainperf import registry
 
     table = Table(title="trainperf benchmarks (models and data: trainperf list --details)", box=box.SIMPLE)
-    for col in ("benchmark", "scale", "status", "target", "runs", "unit", "evaluated", "budget"):
+    for col in ("benchmark", "scale", "status", "target", "SE", "runs", "unit", "evaluated", "budget"):
         table.add_column(col, no_wrap=col in ("benchmark", "scale", "unit"))
     details = []
     for bench in registry.all_benchmarks():
@@ -49,10 +50,25 @@ def cmd_list(args: argparse.Namespace) -> int:
             status = "ready" if bench.available_at(scale) else "not available yet"
             runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
             budget = f"{spec.max_progress:g}, {spec.max_minutes:g} min"
-            table.add_row(bench.key, scale, status, spec.target_text, runs, spec.unit, _schedule_text(spec), budget)
+            table.add_row(
+                bench.key,
+                scale,
+                status,
+                spec.target_text,
+                spec.metric_se_text,
+                runs,
+                spec.unit,
+                _schedule_text(spec),
+                budget,
+            )
             details.append(f"{bench.key} ({scale}, {bench.title}): {spec.model}; data: {spec.dataset}")
     console = Console()
     console.print(table)
+    console.print(
+        "SE: bootstrap standard error of the (headline) metric over evaluation samples, measured at the target "
+        "(benchmarks/metric_error.py); — : not measured",
+        highlight=False,
+    )
     if args.details:
         for line in details:
             console.print(line, highlight=False)
@@ -93,10 +109,26 @@ def _relaunch_with_torchrun(nproc: int) -> int:
         "trainperf",
         *cleaned,
     ]
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, _frame: object) -> None:  # torchrun passes it on to every rank
+        proc.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
     try:
-        return subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        return 130
+        return proc.wait()
+    except KeyboardInterrupt:  # the terminal sent SIGINT to torchrun too; wait for the ranks to log it
+        try:
+            return proc.wait(timeout=60) or 130
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            proc.kill()
+            return 130
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    from trainperf.errors import Terminated
+
+    raise Terminated()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -124,6 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from trainperf.harness.suite import SuiteOptions, run_suite
     from trainperf.report.table import print_summary
 
+    signal.signal(signal.SIGTERM, _terminated)  # a run ends on SIGTERM as it does on Ctrl-C
     ctx = dist_mod.init_from_env()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx.world_size))
     console = Console(stderr=False, quiet=args.quiet or not ctx.is_main)
@@ -299,7 +332,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs per benchmark (default 1: a quick preview; a valid score needs the count of the rules, shown by `trainperf list`)",
     )
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
-    r.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i (default 1)")
+    r.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="make the runs reproducible: run i uses seed SEED+i, logged as a fixed seed (default: each run "
+        "draws its seed from the system's randomness and logs it, as MLPerf's closed division requires)",
+    )
     r.add_argument(
         "--nproc", type=int, default=1, help="processes to launch with torchrun (gloo on CPU, NCCL on GPU); default 1"
     )

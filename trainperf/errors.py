@@ -30,6 +30,25 @@ class NotAvailableError(TrainperfError):
 
 
 class RunInterrupted(TrainperfError):
-    """The user interrupted a run (Ctrl-C); it was logged as aborted and not counted."""
+    """The user interrupted a run (Ctrl-C or SIGTERM); it was logged as aborted and kept aside."""
 
     exit_code = 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the CLI's handler: a run ends as it does on Ctrl-C."""
+
+
+class RunFailed(TrainperfError):
+    """A started run ended with an error: its log says ``run_stop`` aborted and it counts as not converged.
+
+    ``outcome`` is the run as it stood (a :class:`trainperf.harness.runner.RunOutcome`); the error that
+    ended it is ``__cause__``.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, outcome: object, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.exit_code = exit_code  # the cause's, when it is a TrainperfError (a data error stays 2)

@@ -57,6 +57,16 @@ def read_mllog(path: Path) -> list[dict[str, Any]]:
     return [rec for _, rec in read_mllog_lines(path)]
 
 
+def first_values(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each key's first logged value (events such as ``seed`` or ``trainperf_code`` are logged once)."""
+    first: dict[str, Any] = {}
+    for rec in records:
+        key = rec.get("key")
+        if isinstance(key, str) and key not in first:
+            first[key] = rec.get("value")
+    return first
+
+
 def _time_ms(rec: Mapping[str, Any]) -> float | None:
     """The record's ``time_ms`` as a float, or None when it is not a finite number."""
     t = rec.get("time_ms")
@@ -206,6 +216,7 @@ class LoggedRun:
     curve: list[tuple[float, float, float]]  # (minutes since run_start, progress as logged in epoch_num, quality)
     start_ms: float | None = None  # run_start's time_ms; None when the log has no run_start
     evaluations: list[Any] = field(default_factory=list)  # eval_accuracy values as logged: numbers or objects
+    abort_reason: str | None = None  # trainperf_abort_reason: why a run that did not finish ended
 
     @property
     def success(self) -> bool:
@@ -243,6 +254,7 @@ def parse_run(path: Path) -> LoggedRun:
                 value = next(iter(value.values()), float("nan"))
             curve.append(((float(rec["time_ms"]) - t0) / 60000.0, float(meta.get("epoch_num", 0)), float(value)))
     status = ((stop or {}).get("metadata") or {}).get("status")
+    reason = (first.get("trainperf_abort_reason") or {}).get("value")
     return LoggedRun(
         path=path,
         benchmark=(first.get("submission_benchmark") or {}).get("value"),
@@ -254,4 +266,5 @@ def parse_run(path: Path) -> LoggedRun:
         curve=curve,
         start_ms=t0,
         evaluations=evaluations,
+        abort_reason=reason if isinstance(reason, str) else None,
     )

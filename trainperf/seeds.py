@@ -35,12 +35,14 @@ def calibration_seeds(n: int) -> list[int]:
         raise ValueError(f"between 1 and {len(CALIBRATION_SEEDS)} calibration seeds, not {n}")
     return list(CALIBRATION_SEEDS[:n])
 
+
 # Stream names (the second element of every key), so that two uses never share a stream by accident.
 STREAM_SHUFFLE = 1  # the order of training samples (same on every rank: each takes its own slice)
 STREAM_AUGMENT = 2  # random augmentation (per rank)
 STREAM_SELF_PLAY = 3  # self-play games (per worker and generation)
 STREAM_WINDOW = 4  # positions drawn from a replay window (per generation)
 STREAM_DATA = 5  # anything else a workload draws (per rank)
+STREAM_BOOTSTRAP = 6  # evaluation samples resampled by benchmarks/metric_error.py
 
 
 def derive(seed: int, *keys: int) -> int:

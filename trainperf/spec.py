@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from trainperf.seeds import SOURCE_FIXED
+
 if TYPE_CHECKING:  # torch is imported lazily so that `trainperf list` and `--help` never import it
     import torch
 
@@ -139,6 +141,9 @@ class BenchmarkSpec:
     max_init_minutes: float = MAX_INIT_MINUTES
     hparam_keys: tuple[str, ...] = ()
     target_source: str = ""  # where the target comes from (rule text or measurement)
+    # Bootstrap standard error over evaluation samples of the headline metric, measured at the target by
+    # benchmarks/metric_error.py (the workload's README says how); None: not measured.
+    metric_se: float | None = None
     available: bool = True  # False: the workload does not run at this scale yet (`trainperf list` says so)
 
     def __post_init__(self) -> None:
@@ -154,6 +159,8 @@ class BenchmarkSpec:
             raise ValueError(f"{self.key}: the first evaluation must be positive and within the budget")
         if self.field_targets and self.field_targets[0][1] != self.target:
             raise ValueError(f"{self.key}: the target of a multi-field metric is its first field's target")
+        if self.metric_se is not None and not (math.isfinite(self.metric_se) and self.metric_se > 0):
+            raise ValueError(f"{self.key}: the metric's standard error must be a positive number or None")
 
     # --- quality --------------------------------------------------------------------------------------
     @property
@@ -193,6 +200,14 @@ class BenchmarkSpec:
         if self.field_targets:
             return " and ".join(f"{name} {self.metric} {op} {t:g}" for name, t in self.field_targets)
         return f"{self.metric} {op} {self.target:g}"
+
+    @property
+    def metric_se_text(self) -> str:
+        """The measured standard error of the headline metric ("—" when not measured); a multi-field
+        metric names the field it belongs to."""
+        if self.metric_se is None:
+            return "—"
+        return f"{self.metric_se:.2g}" + (f" ({self.fields[0][0]})" if self.field_targets else "")
 
     # --- the evaluation schedule -----------------------------------------------------------------------
     def interval(self, recipe: Recipe) -> float:
@@ -265,6 +280,7 @@ class RunConfig:
     """What the user chose for one run (everything else comes from the spec and the recipe)."""
 
     seed: int
+    seed_source: str = SOURCE_FIXED  # or seeds.SOURCE_SYSTEM: drawn from the system's randomness
     dry_run: bool = False
     division: str = "open"
     overrides: dict[str, Any] = field(default_factory=dict)

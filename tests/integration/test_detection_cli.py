@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from trainperf.results import parse_run
 from trainperf.rules.compliance import check_log, is_target_only_failure
 
 
@@ -45,10 +46,10 @@ def _scenes_with_own_annotations(data_dir, root):
 
 
 @pytest.mark.parametrize("key", ["ssd", "maskrcnn"])
-def test_bad_annotation_names_file_and_id_and_keeps_no_result(tmp_path, data_dir, key):
+def test_bad_annotation_names_file_and_id_and_counts_the_run_as_aborted(tmp_path, data_dir, key):
     # Before the clock a run checks only that the files are there (the manifest); the annotation files
     # are parsed and validated on the clock, after run_start. A bad one stops the run there with one
-    # clear error, and the suite deletes the unfinished log: no result file is kept.
+    # clear error; the run had started, so it stays a result, aborted, counted as not converged.
     from trainperf.workloads.common.detection import coco
 
     bad = _scenes_with_own_annotations(data_dir, tmp_path / "data")
@@ -61,5 +62,7 @@ def test_bad_annotation_names_file_and_id_and_keeps_no_result(tmp_path, data_dir
     assert r.returncode == 2, r.stdout + r.stderr
     assert "instances_val.json" in r.stderr and f"annotation id {victim['id']}" in r.stderr and "99" in r.stderr
     assert "Traceback" not in r.stderr
-    assert not list((tmp_path / "o" / "results").rglob("*.txt"))
+    [kept] = list((tmp_path / "o" / "results").rglob("*.txt"))
+    assert kept.name == "result_0.txt" and parse_run(kept).status == "aborted"
+    assert "instances_val.json" in parse_run(kept).abort_reason
     assert not list((tmp_path / "o" / "results").rglob("*.partial"))

@@ -35,7 +35,8 @@ def run_folder(tmp_path_factory, data_dir) -> Path:
     if reuse := os.environ.get("TRAINPERF_PACKAGE_TEST_RUNS"):
         shutil.copytree(reuse, out)
         return out
-    cmd = [sys.executable, "-m", "trainperf", "run", "resnet", "--runs", "5", "--out", str(out)]
+    # calibration seeds 100006-100010 all reached the target (resnet README): CI does not depend on drawn seeds
+    cmd = [sys.executable, "-m", "trainperf", "run", "resnet", "--runs", "5", "--seed", "100006", "--out", str(out)]
     cmd += ["--org", ORG, "--data-dir", str(data_dir), "--quiet"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout + r.stderr

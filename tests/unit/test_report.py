@@ -301,15 +301,15 @@ def test_impossible_timing_is_refused_naming_file_and_line(tmp_path, key, t, las
 
 def test_more_runs_than_required_score_the_median_window_and_list_every_run(tmp_path):
     write_system(tmp_path, "box")
-    minutes = [9.0, 8.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # result_i.txt; result_0 and result_1 started last
+    minutes = [4.5, 4.0, 0.5, 1.0, 1.5, 2.0, 2.5]  # result_i.txt; result_0 and result_1 started last (all in budget)
     starts = [60, 70, 10, 20, 30, 40, 50]
     for i, (m, start) in enumerate(zip(minutes, starts, strict=True)):
         path = tmp_path / "results/box/resnet" / f"result_{i}.txt"
         write_run(path, system="box", seed=i, minutes=m, t0=T0 + start * 3_600_000)
     (s,) = collect([tmp_path])
     (bench,) = s.benchmarks
-    # in start order the minutes are 1 2 3 4 5 9 8: windows of 5 score 3, 4 and 17/3; the median is 4
-    assert bench.score.valid and bench.score.minutes == pytest.approx(4.0)
+    # in start order the minutes are 0.5 1 1.5 2 2.5 4.5 4: windows of 5 score 1.5, 2 and 8.5/3; the median is 2
+    assert bench.score.valid and bench.score.minutes == pytest.approx(2.0)
     assert [bench.runs[i].index for i in bench.score.window_runs] == [3, 4, 5, 6, 0]
     assert bench.score.note == ("median of 3 windows of 5 consecutive runs (ordered by run_start time): runs 2-6 of 7")
     assert len(bench.runs) == 7 and bench.score.runs == 7

@@ -11,7 +11,7 @@ from helpers import FAKE_BENCHMARK, FAKE_SPEC, FakeRecipe, FakeWorkload, first, 
 
 from trainperf import registry
 from trainperf.dist import DistContext
-from trainperf.errors import ResultsError, RuleError, RunInterrupted, UsageError
+from trainperf.errors import ResultsError, RuleError, RunFailed, RunInterrupted, UsageError
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import Submission, execute_run
 from trainperf.harness.suite import SuiteOptions, run_suite
@@ -26,6 +26,7 @@ SUB = Submission(org="test-org", platform="test-system", status="onprem")
 def _fresh_fake():
     FakeWorkload.qualities = [0.5, 0.9]
     FakeWorkload.interrupt_at_step = None
+    FakeWorkload.interrupt_with = KeyboardInterrupt
     yield
 
 
@@ -166,11 +167,17 @@ def test_interrupted_run_is_kept_aside_and_earlier_results_stay(tmp_path, fake_r
     folder = tmp_path / "out" / "results" / "test-system" / "resnet"
     assert (folder / "result_0.txt").exists()
     assert not (folder / "result_1.txt").exists()
-    kept = tmp_path / "out" / "interrupted" / "test-system" / "resnet" / "result_1.txt"
-    assert first(kept, "run_stop")["metadata"]["status"] == "aborted"
+    aside = tmp_path / "out" / "interrupted" / "test-system" / "resnet"
+    assert first(aside / "result_1-1.txt", "run_stop")["metadata"]["status"] == "aborted"
+    with pytest.raises(RunInterrupted):  # interrupted again: kept under another name
+        run_suite(options(tmp_path, runs=2), DistContext())
+    assert sorted(p.name for p in aside.iterdir()) == ["result_1-1.txt", "result_1-2.txt"]
+    doc = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [r["reason"] for r in doc["benchmarks"][0]["interrupted"]] == ["interrupted by the user"] * 2
     FakeWorkload.interrupt_at_step = None
-    [summary] = run_suite(options(tmp_path, runs=2), DistContext())  # the interrupted run is redone
+    [summary] = run_suite(options(tmp_path, runs=2), DistContext())  # the interrupted run is redone, visibly
     assert [r["status"] for r in summary.runs] == ["success", "success"]
+    assert len(summary.interrupted) == 2
 
 
 def test_results_of_another_system_are_refused(tmp_path, fake_registry):
@@ -238,7 +245,7 @@ def test_close_is_called_when_a_run_fails(tmp_path):
             raise RuntimeError("evaluation broke")
 
     closed = FakeWorkload.closed
-    with pytest.raises(RuntimeError, match="evaluation broke"):
+    with pytest.raises(RunFailed, match="evaluation broke") as failed:
         log = RunLog(tmp_path / "log.txt")
         try:
             execute_run(
@@ -254,6 +261,11 @@ def test_close_is_called_when_a_run_fails(tmp_path):
         finally:
             log.close()
     assert FakeWorkload.closed == closed + 1
+    assert isinstance(failed.value.__cause__, RuntimeError)
+    assert failed.value.outcome.status == "aborted"
+    # the started run's log ends with run_stop aborted, the reason logged before it
+    assert keys_in(tmp_path / "log.txt")[-2:] == ["trainperf_abort_reason", "run_stop"]
+    assert first(tmp_path / "log.txt", "trainperf_abort_reason")["value"].startswith("error: RuntimeError")
 
 
 class _CountingSGD(torch.optim.SGD):

@@ -29,7 +29,7 @@ import torch
 import trainperf
 from trainperf import seeds
 from trainperf.dist import DistContext
-from trainperf.errors import RuleError, RunInterrupted, UsageError
+from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
 from trainperf.harness import clock
 from trainperf.harness.mllog import RunLog, constants
 from trainperf.harness.schedule import Schedule
@@ -172,6 +172,8 @@ class _Run:
         self.inside = 0.0  # seconds inside the workload and the step (training and evaluation)
         self.quality = math.nan
         self.meter = None
+        self.load_seconds = 0.0
+        self.stepper: Stepper | None = None
 
     def execute(self, submission: Submission, drop_caches: bool) -> RunOutcome:
         w, log, dist = self.w, self.log, self.dist
@@ -188,25 +190,52 @@ class _Run:
             log.event(constants.WEIGHTS_INITIALIZATION, metadata={"tensor": name})
         model = w.parallelize(model)
         init_seconds = self._end_init(init_t0)
-        run_started = False
+        start_ms = round(clock.now_ms(dist))
+        log.start(constants.RUN_START, time_ms=start_ms)
+        wall0 = time.perf_counter()
+        # From here on the run has started: however it ends, its log ends with run_stop.
         try:
-            start_ms = round(clock.now_ms(dist))
-            log.start(constants.RUN_START, time_ms=start_ms)
-            run_started = True
-            wall0 = time.perf_counter()
             self.meter = _energy_meter(dist)
-            load_seconds = self._load(model)
+            self.load_seconds = self._load(model)
             status, reason, stepper = self._train_until_done(model, wall0)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
+            what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted by the user"
+            self._stop_aborted(start_ms, wall0, what, init_seconds)
             self.obs.run_stopped(None)
-            if self.meter is not None:
-                self.meter.stop()
-            if run_started:
-                log.end(constants.RUN_STOP, metadata={"status": "aborted"}, time_ms=round(clock.local_ms()))
-            raise RunInterrupted(
-                f"{self.spec.key}: run interrupted by the user; logged as aborted, not counted"
-            ) from None
-        return self._finish(start_ms, wall0, status, reason, stepper, init_seconds, load_seconds)
+            raise RunInterrupted(f"{self.spec.key}: run {what}; logged as aborted") from None
+        except Exception as e:
+            if self.log.failed:
+                raise  # the log itself cannot be written (a full disk): there is no log to end
+            reason = f"error: {type(e).__name__}: {e}"
+            outcome = self._stop_aborted(start_ms, wall0, reason, init_seconds)
+            self.obs.run_stopped(outcome)
+            code = e.exit_code if isinstance(e, TrainperfError) else 1
+            raise RunFailed(f"{self.spec.key}: the run failed ({type(e).__name__}: {e})", outcome, code) from e
+        return self._finish(start_ms, wall0, status, reason, stepper, init_seconds, self.load_seconds)
+
+    def _stop_aborted(self, start_ms: int, wall0: float, reason: str, init_seconds: float) -> RunOutcome:
+        """End a run that did not finish: ``run_stop`` aborted, with the reason logged before it."""
+        if self.meter is not None:
+            self.meter.stop()
+        stop_ms = round(clock.local_ms())  # no collective: another rank may be gone
+        self.log.event("trainperf_abort_reason", reason)
+        self.log.end(constants.RUN_STOP, metadata={"status": "aborted"}, time_ms=stop_ms)
+        return RunOutcome(
+            benchmark=self.spec.key,
+            scale=self.spec.scale,
+            seed=self.config.seed,
+            status="aborted",
+            reason=reason,
+            minutes=(stop_ms - start_ms) / 60000.0,
+            unit=self.spec.unit,
+            progress=self.stepper.progress if self.stepper is not None else 0.0,
+            quality=self.quality,
+            curve=self.curve,
+            init_seconds=init_seconds,
+            load_seconds=self.load_seconds,
+            peak_rss_mib=_peak_rss_mib(),
+            start_ms=start_ms,
+        )
 
     # --- the parts of a run, in order ----------------------------------------------------------------
     def _log_header(self, submission: Submission) -> None:
@@ -219,6 +248,7 @@ class _Run:
         log.event(constants.SUBMISSION_STATUS, submission.status)
         log.event(constants.SUBMISSION_PLATFORM, submission.platform)
         log.event("trainperf_version", trainperf.__version__)
+        log.event("trainperf_code", trainperf.code_hash())  # which code made the run: resume compares it
         log.event("trainperf_scale", spec.scale)
         log.event("trainperf_division", config.division)
         log.event("trainperf_framework", f"PyTorch {torch.__version__}")
@@ -226,6 +256,8 @@ class _Run:
         log.event("trainperf_world_size", self.dist.world_size)
         log.event("trainperf_progress_unit", spec.unit)
         log.event("trainperf_overrides", dict(config.overrides))  # hyperparameters changed from the default recipe
+        log.event("trainperf_target", spec.target_text)
+        log.event("trainperf_seed_source", config.seed_source)
         log.event(constants.SEED, config.seed)
 
     def _end_init(self, init_t0: float) -> float:
@@ -265,7 +297,7 @@ class _Run:
         """Blocks of training, each followed by an evaluation, until the target or a budget."""
         w, spec = self.w, self.spec
         schedule = Schedule.for_run(spec, w, dry_run_steps=DRY_RUN_STEPS if self.config.dry_run else None)
-        stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule)
+        stepper = self.stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule)
         batches = None if schedule.by_generation else self._batches()
         self.obs.run_started(spec, schedule.points[-1])
         for point in schedule.points:
@@ -284,11 +316,14 @@ class _Run:
             self.inside += time.perf_counter() - t
             self.log.end(constants.BLOCK_STOP, metadata={"first_epoch_num": first})
             value = self._evaluate(model, stepper.progress, wall0)
+            over_time = (time.perf_counter() - wall0) / 60 > spec.max_minutes
             if spec.reached(value):
-                return "success", "target", stepper
+                # The budget is strict: the target reached after it is an aborted run, as the report and
+                # the calibration count it.
+                return ("aborted", "time budget", stepper) if over_time else ("success", "target", stepper)
             if self.config.dry_run:
                 return "aborted", "dry run", stepper
-            if (time.perf_counter() - wall0) / 60 >= spec.max_minutes:
+            if over_time:
                 return "aborted", "time budget", stepper
         return "aborted", "progress budget", stepper
 

@@ -28,23 +28,25 @@ import secrets
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf import registry
+from trainperf import registry, seeds
 from trainperf.dist import DistContext
-from trainperf.errors import ResultsError, RunInterrupted, TrainperfError
+from trainperf.errors import ResultsError, RunFailed, RunInterrupted, TrainperfError
 from trainperf.fileio import atomic_write_text, replace_durably
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
-from trainperf.results import parse_run
+from trainperf.results import first_values, parse_run, read_mllog
 from trainperf.rules.closed import check_overrides
 from trainperf.scoring import Score, score_results
 from trainperf.spec import RunConfig
 
 SUITE_META = "trainperf.json"
 LOCK_FILE = ".trainperf.lock"
+INTERRUPTED = "interrupted"  # <out>/interrupted/<system>/<benchmark>/result_<i>-<k>.txt
+_INTERRUPTED_FILE = re.compile(r"^result_\d+-\d+\.txt$")
 _PARTIAL = re.compile(r"^\.result_\d+\.txt(\.[A-Za-z0-9-]+)?\.partial$")  # this suite's and older ones
 
 
@@ -55,7 +57,7 @@ class SuiteOptions:
     runs: int
     out: Path
     data_dir: Path
-    seed: int = 1
+    seed: int | None = None  # None: each run's seed is drawn from the system's randomness; S: runs use S, S+1, ...
     division: str = "open"
     org: str = "trainperf-user"
     availability: str = "available"
@@ -72,10 +74,18 @@ class BenchmarkSummary:
     target: str
     runs: list[dict[str, Any]]
     score: Score
+    interrupted: list[dict[str, Any]] = field(default_factory=list)  # kept aside, not results (see interrupted_runs)
 
 
-def _check_out_folder(out: Path, system: str, scale: str) -> None:
-    """The output folder must be writable and, if it holds results, hold this system's and scale's."""
+def _kind(dry_run: bool) -> str:
+    return "dry run" if dry_run else "timed"
+
+
+def _check_out_folder(out: Path, system: str, scale: str, dry_run: bool = False) -> None:
+    """The output folder must be writable and, if it holds results, hold this system's, scale's and kind's.
+
+    A folder holds timed runs or dry runs, never both: a dry run is never resumed as a result.
+    """
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=out, prefix=".probe", delete=True)
@@ -87,7 +97,8 @@ def _check_out_folder(out: Path, system: str, scale: str) -> None:
         try:
             meta = json.loads(meta_path.read_text())
             other_system, other_scale = meta["system"], meta["scale"]
-        except (OSError, ValueError, KeyError, TypeError):
+            other_kind = meta.get("kind", "timed")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             raise ResultsError(
                 f"{meta_path} is unreadable or malformed; it is not a trainperf output folder, or "
                 "it was damaged: choose another --out"
@@ -102,9 +113,15 @@ def _check_out_folder(out: Path, system: str, scale: str) -> None:
             raise ResultsError(
                 f"output folder {out} holds {other_scale}-scale results; this run is {scale}-scale: use another --out"
             )
+        if other_kind != _kind(dry_run):
+            raise ResultsError(
+                f"output folder {out} holds {other_kind} results; this one is {'a dry run' if dry_run else 'a timed run'}: dry runs and "
+                "timed runs never share a folder (a dry run is not a result): use another --out"
+            )
     else:
         try:
-            atomic_write_text(meta_path, json.dumps({"system": system, "scale": scale}, indent=2) + "\n")
+            meta = {"system": system, "scale": scale, "kind": _kind(dry_run)}
+            atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")
         except OSError as e:
             raise ResultsError(
                 f"cannot write {meta_path}: {e.strerror or e}; free space or choose another --out"
@@ -181,9 +198,15 @@ def check_names(options: SuiteOptions) -> None:
     check_org_name(options.org)
 
 
-def _resume_run(path: Path, system: str, scale: str, benchmark: str) -> dict[str, Any]:
+def _resume_run(path: Path, system: str, scale: str, benchmark: str, expected: dict[str, Any]) -> dict[str, Any]:
+    """A finished run read back, after checking it was made the way this suite would make it.
+
+    ``expected`` maps logged keys to the values this suite would log (:func:`_expected_settings`); any
+    difference refuses the resume with a message naming every difference.
+    """
     try:
         logged = parse_run(path)
+        first = first_values(read_mllog(path))
     except ResultsError as e:
         raise ResultsError(f"cannot resume from a finished run: {e}") from None
     except (ValueError, TypeError, KeyError, AttributeError) as e:
@@ -199,15 +222,71 @@ def _resume_run(path: Path, system: str, scale: str, benchmark: str) -> dict[str
         )
     if logged.scale != scale or logged.benchmark != benchmark:
         raise ResultsError(f"{path} is a {logged.scale} {logged.benchmark} run, not {scale} {benchmark}")
+    differences = [
+        f"{_SETTING_NAMES.get(key, key)} {_shown(first.get(key, '(not logged)'))} (this run: {_shown(want)})"
+        for key, want in expected.items()
+        if _normalized(first.get(key, _MISSING)) != _normalized(want)
+    ]
+    if differences:
+        raise ResultsError(
+            f"cannot resume from {path}: it was made with " + "; ".join(differences) + ". Runs made with other "
+            "settings or another version of the code are never scored together: repeat the original options, "
+            "or use another --out for these ones"
+        )
     return {
         "seed": logged.seed,
         "status": logged.status,
+        "reason": logged.abort_reason or ("target" if logged.status == "success" else ""),
         "minutes": logged.minutes,
         "log": str(path),
         "resumed": True,
         "curve": logged.curve,
         "start_ms": logged.start_ms,
     }
+
+
+_MISSING = object()
+_SETTING_NAMES = {
+    "submission_org": "organization (--org)",
+    "trainperf_division": "division (--division)",
+    "trainperf_dry_run": "dry run (--dry-run)",
+    "trainperf_overrides": "overrides (--set)",
+    "trainperf_target": "target",
+    "trainperf_code": "trainperf code",
+    "trainperf_seed_source": "seed source",
+    "seed": "seed (--seed)",
+}
+
+
+def _normalized(value: Any) -> Any:
+    """A value as JSON reads it back (tuples become lists), so a logged value compares with a fresh one."""
+    if value is _MISSING:
+        return value
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _shown(value: Any) -> str:
+    """A logged value in a message: printable characters only, cut short (a log can hold anything)."""
+    text = ascii(value) if not isinstance(value, str) else ascii(value)[1:-1]
+    return text if len(text) <= 80 else text[:76] + " ..."
+
+
+def _expected_settings(options: SuiteOptions, spec: Any, seed: int | None) -> dict[str, Any]:
+    """What a run of this suite logs about how it was made; resume compares a finished run's with these."""
+    import trainperf
+
+    expected: dict[str, Any] = {
+        "submission_org": options.org,
+        "trainperf_division": options.division,
+        "trainperf_dry_run": options.dry_run,
+        "trainperf_overrides": dict(options.overrides),
+        "trainperf_target": spec.target_text,
+        "trainperf_code": trainperf.code_hash(),
+        "trainperf_seed_source": seeds.SOURCE_SYSTEM if seed is None else seeds.SOURCE_FIXED,
+    }
+    if seed is not None:
+        expected["seed"] = seed
+    return expected
 
 
 def run_suite(
@@ -253,7 +332,7 @@ def _run_suite(
     overrides = dict(options.overrides)
     system = options.system_name or default_system_name(nodes=1)
     if dist.is_main:
-        _check_out_folder(options.out, system, options.scale)
+        _check_out_folder(options.out, system, options.scale, options.dry_run)
         desc = describe_system(
             org=options.org,
             # the system JSON carries the MLPerf division the logs declare: mini runs are MLPerf "open"
@@ -278,15 +357,22 @@ def _run_suite(
         runs: list[dict[str, Any]] = []
         for i in range(options.runs):
             final = result_dir / f"result_{i}.txt"
+            fixed_seed = None if options.seed is None else options.seed + i
             resumed = None
             if dist.is_main and final.exists():
-                resumed = _resume_run(final, system, options.scale, key)
+                expected = _expected_settings(options, spec, fixed_seed)
+                resumed = _resume_run(final, system, options.scale, key, expected)
             resumed = dist.broadcast_object(resumed)
             if resumed is not None:
                 runs.append(resumed)
                 continue
-            seed = options.seed + i
-            config = RunConfig(seed=seed, dry_run=options.dry_run, division=options.division, overrides=overrides)
+            if fixed_seed is None:  # drawn on rank 0, the same on every rank
+                seed, source = int(dist.broadcast_object(seeds.draw_seed())), seeds.SOURCE_SYSTEM
+            else:
+                seed, source = fixed_seed, seeds.SOURCE_FIXED
+            config = RunConfig(
+                seed=seed, seed_source=source, dry_run=options.dry_run, division=options.division, overrides=overrides
+            )
             partial = result_dir / f".result_{i}.txt.{os.getpid()}-{secrets.token_hex(4)}.partial"
             log = RunLog(partial if dist.is_main else None)
             observer = observer_for(key, i, options.runs) if observer_for else RunObserver()
@@ -304,23 +390,36 @@ def _run_suite(
                     drop_caches=options.drop_caches,
                 )
                 log.close()  # flushed and fsynced; a ResultsError when its last lines could not be written
-            except RunInterrupted:
+            except RunInterrupted as e:
                 _close_quietly(log)
                 if dist.is_main:
-                    kept = options.out / "interrupted" / system / key / f"result_{i}.txt"
-                    try:
-                        kept.parent.mkdir(parents=True, exist_ok=True)
-                        replace_durably(partial, kept)
-                    except OSError as e:
-                        partial.unlink(missing_ok=True)
-                        raise ResultsError(
-                            f"{key}: run {i} was interrupted, and its log cannot be kept in {kept}: "
-                            f"{e.strerror or e}; earlier results stay, the same command resumes the suite"
+                    kept = _keep_interrupted(partial, options.out / INTERRUPTED / system / key, i, key)
+                    if kept is not None:
+                        summaries.append(_summary(key, options, spec, runs, options.out / INTERRUPTED / system / key))
+                        _write_summary_quietly(options.out, system, summaries)
+                        raise RunInterrupted(
+                            f"{e}; kept in {kept}, not a result: the same command resumes the suite and redoes "
+                            "this run, and the report and summary.json list it as interrupted"
                         ) from None
-                    raise RunInterrupted(
-                        f"{key}: run {i} interrupted by the user; logged as aborted in {kept}, not counted "
-                        "(earlier results stay; the same command resumes the suite)"
-                    ) from None
+                raise
+            except RunFailed as e:
+                # A started run that failed is a result: aborted, counted as not converged (MLPerf).
+                if dist.is_main:
+                    try:
+                        log.close()
+                        _store(partial, final)
+                    except TrainperfError:
+                        partial.unlink(missing_ok=True)
+                        raise
+                    runs.append(_run_record(e.outcome, final))
+                    summaries.append(_summary(key, options, spec, runs, options.out / INTERRUPTED / system / key))
+                    _write_summary_quietly(options.out, system, summaries)
+                    raise RunFailed(
+                        f"{e}; logged as aborted in {final} and counted as a run that did not converge. Fix the "
+                        "cause and run the same command: the suite resumes with the next run",
+                        e.outcome,
+                        e.exit_code,
+                    ) from e.__cause__
                 raise
             except BaseException:
                 _close_quietly(log)
@@ -328,28 +427,92 @@ def _run_suite(
                     partial.unlink(missing_ok=True)
                 raise
             if dist.is_main:
-                try:
-                    replace_durably(partial, final)
-                except OSError as e:
-                    partial.unlink(missing_ok=True)
-                    raise ResultsError(
-                        f"cannot store the finished run as {final}: {e.strerror or e}; free space (or choose "
-                        "another --out) and run the same command again: this run is redone"
-                    ) from None
+                _store(partial, final)
             gc.collect()  # free the run's model and data before the next run builds its own
             runs.append(_run_record(outcome, final))
-        score = score_results(
-            [(r["status"] == "success", r["minutes"]) for r in runs],
-            runs_required=spec.runs_required,
-            dropped=spec.runs_dropped,
-            start_times=[r.get("start_ms") for r in runs],
-        )
-        summaries.append(
-            BenchmarkSummary(benchmark=key, scale=options.scale, target=spec.target_text, runs=runs, score=score)
-        )
+        summaries.append(_summary(key, options, spec, runs, options.out / INTERRUPTED / system / key))
         if dist.is_main:
             write_summary(options.out, system, summaries)
     return summaries
+
+
+def _summary(key: str, options: SuiteOptions, spec: Any, runs: list[dict[str, Any]], aside: Path) -> BenchmarkSummary:
+    score = score_results(
+        [(r["status"] == "success", r["minutes"]) for r in runs],
+        runs_required=spec.runs_required,
+        dropped=spec.runs_dropped,
+        start_times=[r.get("start_ms") for r in runs],
+    )
+    return BenchmarkSummary(
+        benchmark=key,
+        scale=options.scale,
+        target=spec.target_text,
+        runs=list(runs),
+        score=score,
+        interrupted=interrupted_runs(aside),
+    )
+
+
+def _store(partial: Path, final: Path) -> None:
+    try:
+        replace_durably(partial, final)
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise ResultsError(
+            f"cannot store the finished run as {final}: {e.strerror or e}; free space (or choose "
+            "another --out) and run the same command again: this run is redone"
+        ) from None
+
+
+def _keep_interrupted(partial: Path, folder: Path, i: int, key: str) -> Path | None:
+    """Move an interrupted run's log aside, under a name no earlier interruption of run ``i`` has."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        k = 1
+        while (folder / f"result_{i}-{k}.txt").exists() or (folder / f"result_{i}-{k}.txt").is_symlink():
+            k += 1
+        kept = folder / f"result_{i}-{k}.txt"
+        replace_durably(partial, kept)
+        return kept
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise ResultsError(
+            f"{key}: run {i} was interrupted, and its log cannot be kept in {folder}: "
+            f"{e.strerror or e}; earlier results stay, the same command resumes the suite"
+        ) from None
+
+
+def interrupted_runs(folder: Path) -> list[dict[str, Any]]:
+    """The interrupted runs kept aside in ``folder`` (``result_<i>-<k>.txt``): they are not results, but
+    they stay visible, so that a slow run is never silently redone."""
+    found = []
+    if not folder.is_dir():
+        return found
+    for p in sorted(folder.iterdir()):
+        if not _INTERRUPTED_FILE.match(p.name) or not p.is_file() or p.is_symlink():
+            continue
+        try:
+            logged = parse_run(p)
+        except (TrainperfError, ValueError, TypeError, KeyError, AttributeError):
+            found.append({"log": str(p), "seed": None, "minutes": None, "reason": "unreadable log"})
+            continue
+        found.append(
+            {
+                "log": str(p),
+                "seed": logged.seed,
+                "minutes": logged.minutes,
+                "reason": logged.abort_reason or "interrupted",
+            }
+        )
+    return found
+
+
+def _write_summary_quietly(out: Path, system: str, summaries: list[BenchmarkSummary]) -> None:
+    """The summary on the way out of a failed or interrupted run (that run's own error is the one to report)."""
+    try:
+        write_summary(out, system, summaries)
+    except ResultsError:
+        pass
 
 
 def _close_quietly(log: RunLog) -> None:
@@ -394,6 +557,7 @@ def write_summary(out: Path, system: str, summaries: list[BenchmarkSummary]) -> 
                 "spread_minutes": s.score.spread,
                 "window": _window(s),
                 "runs": [{**r, "in_window": i in s.score.window_runs} for i, r in enumerate(s.runs)],
+                "interrupted": s.interrupted,
             }
             for s in summaries
         ],

@@ -27,6 +27,7 @@ from trainperf.spec import SCALES, BenchmarkSpec
 
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
 _RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
+_INTERRUPTED_FILE = re.compile(r"^result_\d+-\d+\.txt$")
 FALLBACK_RUNS = (5, 1)  # an unknown benchmark key: 5 runs, drop 1
 
 
@@ -66,11 +67,17 @@ class BenchmarkResults:
     runs_required: int
     runs_dropped: int
     spec_note: str = ""  # "" when the spec came from the registry, else what was assumed
+    interrupted: list[Path] = field(default_factory=list)  # runs interrupted and kept aside (not results)
 
     @property
     def run_notes(self) -> list[str]:
-        """Why runs are counted differently from their logged status (e.g. success without the target)."""
-        return [r.note for r in self.runs if r.note]
+        """Why runs are counted differently from their logged status (e.g. success without the target), and
+        the runs that were interrupted and kept aside (visible, so a slow run is never silently redone)."""
+        notes = [r.note for r in self.runs if r.note]
+        if self.interrupted:
+            names = ", ".join(p.name for p in self.interrupted[:5]) + (" ..." if len(self.interrupted) > 5 else "")
+            notes.append(f"{len(self.interrupted)} interrupted run(s) kept aside and not counted ({names})")
+        return notes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +166,10 @@ def _collect_root(root: Path) -> list[SystemResults]:
         benchmarks = []
         for bench_dir in sorted(p for p in system_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             bench = _collect_benchmark(bench_dir, name, summary_energy.get(name, {}), notes)
+            aside = root / "interrupted" / name / bench_dir.name
+            if bench is not None and aside.is_dir():
+                kept = sorted(p for p in aside.iterdir() if _INTERRUPTED_FILE.match(p.name) and p.is_file())
+                bench = replace(bench, interrupted=kept)
             if bench is not None:
                 benchmarks.append(bench)
         if not benchmarks:
@@ -247,8 +258,19 @@ def _rederive(run: RunResult, spec: BenchmarkSpec, key: str) -> RunResult:
         except (TypeError, ValueError, AttributeError):  # a value that is not a number or an object of numbers
             return False
 
-    run = replace(run, reached_target=any(reached(v) for v in run.evaluations))
-    if run.status == "success" and not run.reached_target:
+    # The budget is strict: an evaluation counts only when it ended within the spec's time budget. The curve
+    # holds one (minutes, progress, quality) per evaluation, in the order of ``evaluations``.
+    times = [t for t, _, _ in run.curve] if len(run.curve) == len(run.evaluations) else [0.0] * len(run.evaluations)
+    in_time = [reached(v) and t <= spec.max_minutes for v, t in zip(run.evaluations, times, strict=True)]
+    run = replace(run, reached_target=any(in_time))
+    late = not run.reached_target and any(reached(v) for v in run.evaluations)
+    if run.status == "success" and late:
+        note = (
+            f"{run.path.name} of {key}: run_stop says status 'success', but its target was reached after the "
+            f"{spec.max_minutes:g}-minute budget; counted as failed"
+        )
+        run = replace(run, note=note)
+    elif run.status == "success" and not run.reached_target:
         best = _best(run.evaluations, spec)
         note = (
             f"{run.path.name} of {key}: run_stop says status 'success', but none of its "
