@@ -135,6 +135,8 @@ MINI = BenchmarkSpec(
     eval_interval=1.0,  # evaluated after every generation
     max_progress=20.0,  # generations
     max_minutes=8.0,
+    # Binomial, not bootstrapped: the games are independent draws, sqrt(0.30 * 0.70 / 200) over the confirmation.
+    metric_se=0.032,
     hparam_keys=(
         *MLPERF_KEYS,
         "num_readouts",
