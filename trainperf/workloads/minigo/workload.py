@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -277,6 +278,11 @@ def symmetry(x: np.ndarray, pi: np.ndarray, k: int, size: int) -> tuple[np.ndarr
 
 
 def _init_worker() -> None:
+    # A forked worker inherits the run's handlers, which turn SIGTERM and Ctrl-C into exceptions; then
+    # Pool.terminate() (SIGTERM) could leave a worker alive and close() waiting for it forever. A worker
+    # dies on SIGTERM and leaves Ctrl-C to the run.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)  # one core per worker; the workers together use every core
 
 
