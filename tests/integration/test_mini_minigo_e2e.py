@@ -14,7 +14,7 @@ from trainperf.rules.compliance import check_log
 from trainperf.workloads.minigo import MINI
 from trainperf.workloads.minigo.gtp import GNUGO
 
-SEED = 100_001  # the first calibration seed (trainperf.seeds.calibration_seeds), never a drawn seed
+SEED = 100_001  # a calibration seed (never a drawn one) that reached the target in 98 s, 5 generations (README.md)
 
 pytestmark = [
     pytest.mark.slow,
