@@ -1,20 +1,23 @@
-"""Calibrate the mini minigo target: time-to-train over several seeds, and the untrained network's win rate.
+"""Calibrate the mini minigo target: time-to-train of the default recipe over calibration seeds.
 
-    python benchmarks/minigo_calibration.py --runs 5 --out /tmp/minigo-calibration
+    python benchmarks/minigo_calibration.py --runs 10 --out /tmp/minigo-calibration
 
-Runs the default recipe through the real harness (`trainperf run minigo --runs N`), then evaluates the
-untrained network (same seeds, same evaluation code) and prints both. While the runs go, the resident
+Runs the default recipe through the real harness (`trainperf run minigo --seed S --runs N`, seeds from
+``trainperf.seeds.calibration_seeds``), then prints, per seed, its status and time-to-train and the curve
+of every evaluation: the 40-game screen's win rate and, where the screen reached the target, the
+confirmation's (read from the logs' ``eval_accuracy`` and ``trainperf_eval_details`` lines). On a shared
+machine run the seeds in batches (``--first 100001 --runs 3``, ``--first 100004 --runs 3``, ... each into
+its own folder) and print them together with ``--report DIR DIR ...``. While the runs go, the resident
 memory of the whole process tree (the run, its self-play workers and the GNU Go opponents) is sampled
-every 0.25 s and its peak printed: the harness's own ``peak_rss_mib`` counts the main process only.
-The sum counts pages the forked workers share with the main process once per process, so it is an
-upper bound. The figures go in trainperf/workloads/minigo/README.md. Wrap it in
-`flock /tmp/trainperf-cpu.lock`.
+every 0.25 s and its peak printed (pages the forked workers share count once per process: an upper
+bound). The strength of networks that do not learn is measured by ``benchmarks/minigo_strength.py``;
+the false-pass probability by ``benchmarks/minigo_false_pass.py``. The figures go in
+trainperf/workloads/minigo/README.md. Wrap it in `flock /tmp/trainperf-cpu.lock`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -22,26 +25,11 @@ import time
 from pathlib import Path
 
 import psutil
-import torch
 
-from trainperf import registry
+from trainperf import registry, seeds
 from trainperf.cli import default_data_dir
-from trainperf.dist import DistContext
-from trainperf.harness.runner import seed_everything
-from trainperf.spec import RunConfig
-
-
-def untrained_quality(seed: int, data_dir: Path) -> float:
-    """The win rate of the network a run of ``seed`` starts from (the harness seeds the same way)."""
-    spec = registry.get_spec("minigo", "mini")
-    recipe = registry.default_recipe("minigo", "mini")
-    w = registry.workload_class("minigo")(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
-    try:
-        w.prepare()  # checks GNU Go (and starts the self-play workers, which evaluation does not use)
-        seed_everything(seed)
-        return w.evaluate(w.build_model())["win_rate"]
-    finally:
-        w.close()
+from trainperf.errors import ResultsError
+from trainperf.results import parse_run, read_mllog
 
 
 def run_with_tree_rss(cmd: list[str]) -> tuple[int, float]:
@@ -65,55 +53,86 @@ def run_with_tree_rss(cmd: list[str]) -> tuple[int, float]:
     return proc.returncode, peak / 2**20
 
 
+def evaluations(log: Path) -> list[dict]:
+    """Per evaluation: generation, minutes since run_start, the logged win rate and the details."""
+    records = read_mllog(log)
+    t0 = next(float(r["time_ms"]) for r in records if r["key"] == "run_start")
+    out: dict[float, dict] = {}
+    for r in records:
+        if r["key"] in ("eval_accuracy", "trainperf_eval_details"):
+            g = float((r.get("metadata") or {}).get("epoch_num", 0))
+            row = out.setdefault(g, {"generation": g})
+            if r["key"] == "eval_accuracy":
+                row["win_rate"] = float(r["value"])
+                row["minutes"] = (float(r["time_ms"]) - t0) / 60000
+            else:
+                row.update(r["value"])
+    return [out[g] for g in sorted(out)]
+
+
+def report(folders: list[Path]) -> None:
+    spec = registry.get_spec("minigo", "mini")
+    print(f"target {spec.target_text}; budget {spec.max_progress:g} generations or {spec.max_minutes:g} minutes")
+    times, runs = [], 0
+    for folder in folders:
+        for log in sorted((folder / "results").rglob("result_*.txt")):
+            try:
+                run = parse_run(log)
+            except ResultsError as e:
+                print(f"{log}: not counted ({e})")
+                continue
+            if run.minutes is None:
+                print(f"{log}: no run_stop (interrupted), not counted")
+                continue
+            runs += 1
+            evals = evaluations(log)
+            status = run.status
+            if status == "success" and run.minutes > spec.max_minutes:
+                status = "late"  # reached the target after the time budget: aborted under the strict rule
+            if status == "success":
+                times.append(run.minutes * 60)
+            curve = " ".join(
+                f"{e.get('screen_win_rate', e['win_rate']):.3f}"
+                + (f"/{e['confirmation_win_rate']:.3f}" if "confirmation_win_rate" in e else "")
+                for e in evals
+            )
+            per_colour = evals[-1] if evals else {}
+            print(
+                f"seed {run.seed}: {status:8s} {run.minutes * 60:6.1f} s  generations {len(evals)}  "
+                f"last evaluation: Black {per_colour.get('black_wins', 0):.0f}/{per_colour.get('black_games', 0):.0f} "
+                f"White {per_colour.get('white_wins', 0):.0f}/{per_colour.get('white_games', 0):.0f} "
+                f"disagreements {sum(e.get('disagreements', 0) for e in evals):.0f}"
+            )
+            print(f"    screen[/confirmation] per generation: {curve}")
+    median = statistics.median(times) if times else float("nan")
+    print(
+        f"reached within the budget: {len(times)}/{runs}; median time-to-train of those {median:.1f} s "
+        "(a run that reached the target after the time budget is 'late' and counts as aborted)"
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--first", type=int, default=seeds.calibration_seeds(1)[0], help="the first seed")
     p.add_argument("--out", type=Path, default=Path("/tmp/minigo-calibration"))
     p.add_argument("--data-dir", type=Path, default=default_data_dir())
+    p.add_argument("--report", type=Path, nargs="+", help="only print the runs already in these folders")
     a = p.parse_args()
-    cmd = [
-        sys.executable,
-        "-m",
-        "trainperf",
-        "run",
-        "minigo",
-        "--runs",
-        str(a.runs),
-        "--seed",
-        str(a.seed),
-        "--out",
-        str(a.out),
-        "--data-dir",
-        str(a.data_dir),
-        "--quiet",
-    ]
+    if a.report:
+        report(a.report)
+        return 0
+    if a.first not in seeds.CALIBRATION_SEEDS:
+        print(f"--first {a.first}: calibration uses the seeds of trainperf.seeds.CALIBRATION_SEEDS", file=sys.stderr)
+        return 2
+    cmd = [sys.executable, "-m", "trainperf", "run", "minigo", "--runs", str(a.runs), "--seed", str(a.first)]
+    cmd += ["--out", str(a.out), "--data-dir", str(a.data_dir), "--quiet"]
     rc, tree_peak = run_with_tree_rss(cmd)
     if rc not in (0, 1):  # 1: a run missed its target, which the calibration wants to see
         print(f"trainperf run exited with {rc}", file=sys.stderr)
         return rc
-    summary = json.loads((a.out / "summary.json").read_text())["benchmarks"][0]
-    spec = registry.get_spec("minigo", "mini")
-    print(f"target {spec.target_text}")
-    for r in summary["runs"]:
-        curve = r.get("curve") or []
-        last = curve[-1] if curve else (0, 0, float("nan"))
-        generations = r.get("progress", last[1])  # a resumed run's record has only its logged curve
-        print(
-            f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  generations {generations:.0f}  "
-            f"win rate {last[2]:.4f}  overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
-            f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
-        )
-    ok = [r["minutes"] * 60 for r in summary["runs"] if r["status"] == "success"]
-    print(
-        f"reached: {len(ok)}/{len(summary['runs'])}; median time-to-train "
-        f"{statistics.median(ok) if ok else float('nan'):.1f} s; score {summary['score_minutes']} min "
-        f"({summary['score_label']})"
-    )
+    report([a.out])
     print(f"peak resident memory of the whole process tree (run + workers + GNU Go): {tree_peak:.0f} MiB")
-    torch.set_num_threads(2)
-    untrained = [untrained_quality(a.seed + i, a.data_dir) for i in range(a.runs)]
-    print("untrained win rate: " + ", ".join(f"{q:.4f}" for q in untrained))
     return 0
 
 

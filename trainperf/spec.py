@@ -409,7 +409,8 @@ class Workload(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
         """Every field of ``spec.fields`` on the whole evaluation set: each rank evaluates its
-        ``dist.shard`` exactly once and the result is reduced with the ``dist`` verbs."""
+        ``dist.shard`` exactly once and the result is reduced with the ``dist`` verbs. Further fields
+        (numbers) are logged beside ``eval_accuracy`` in one ``trainperf_eval_details`` event."""
 
     def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
         """A dry run's evaluation: one forward pass on a synthetic batch; nothing is measured (all 0)."""

@@ -393,3 +393,38 @@ def test_summary_names_the_scored_window_and_lists_every_run(tmp_path, monkeypat
     assert window["windows"] == 2 and window["runs"] in ("1-3 of 4", "2-4 of 4")
     assert sorted(window["logs"]) == sorted(r["log"] for r in doc["runs"] if r["in_window"])
     assert all(isinstance(r["start_ms"], int | float) for r in doc["runs"])
+
+
+class _DetailedWorkload(FakeWorkload):
+    def evaluate(self, model) -> dict[str, float]:
+        return {**super().evaluate(model), "games": 40.0, "black_wins": 7.0}
+
+
+def test_fields_beside_the_metric_are_logged_with_each_evaluation(tmp_path):
+    FakeWorkload.qualities = [0.5, 0.9]
+    path = tmp_path / "log.txt"
+    log = RunLog(path)
+    try:
+        execute_run(
+            _DetailedWorkload,
+            FAKE_SPEC,
+            FakeRecipe(),
+            RunConfig(seed=7),
+            log=log,
+            submission=SUB,
+            data_dir=tmp_path,
+            dist=DistContext(),
+        )
+    finally:
+        log.close()
+    records = read_mllog(path)
+    accuracy = [r for r in records if r["key"] == "eval_accuracy"]
+    details = [r for r in records if r["key"] == "trainperf_eval_details"]
+    assert [r["value"] for r in accuracy] == [0.5, 0.9]  # the metric alone, as the rules expect
+    assert [r["value"] for r in details] == [{"games": 40.0, "black_wins": 7.0}] * 2
+    assert [r["metadata"]["epoch_num"] for r in details] == [r["metadata"]["epoch_num"] for r in accuracy]
+
+
+def test_an_evaluation_without_other_fields_logs_no_details(tmp_path):
+    _, path = run_once(tmp_path)
+    assert "trainperf_eval_details" not in keys_in(path)

@@ -151,6 +151,35 @@ def test_close_terminates_the_worker_pool_and_is_idempotent(tmp_path):
     w.close()  # a second close does nothing
 
 
+def _signal_dispositions(_: int) -> tuple[bool, bool]:
+    import signal
+
+    return signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_workers_die_on_sigterm_even_when_the_run_turns_it_into_an_exception(tmp_path):
+    """The CLI turns SIGTERM into an exception (a run ends on it like on Ctrl-C); a forked worker that kept
+    that handler could survive Pool.terminate() and leave close() waiting for it (seen: a run hung after
+    its run_stop). The workers reset SIGTERM to its default and ignore Ctrl-C, which the run handles."""
+    import signal
+
+    from trainperf.errors import Terminated
+
+    def raising(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raising)
+    try:
+        w = mini_workload(tmp_path, seed=1)
+        w.prepare()
+        try:
+            assert w._pool.map(_signal_dispositions, range(w.workers), chunksize=1) == [(True, True)] * w.workers
+        finally:
+            w.close()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_symmetry_moves_planes_and_policy_together():
     x = np.zeros((1, 3, 5, 5), np.float32)
     x[0, 0, 0, 1] = 1

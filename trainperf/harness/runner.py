@@ -38,6 +38,7 @@ from trainperf.harness.torch_state import torch_state
 from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
 
 DRY_RUN_STEPS = 3  # a dry run checks the whole path at full size, not convergence
+EVAL_DETAILS = "trainperf_eval_details"  # the fields of an evaluation beside the metric, one event per evaluation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -346,6 +347,9 @@ class _Run:
         self.inside += time.perf_counter() - t
         log.end(constants.EVAL_STOP, metadata={"epoch_num": num})
         log.event(constants.EVAL_ACCURACY, value=spec.logged_value(value), metadata={"epoch_num": num})
+        details = {k: v for k, v in value.items() if k not in dict(spec.fields)}
+        if details:  # what else the evaluation measured (minigo: games, wins per colour, disagreements)
+            log.event(EVAL_DETAILS, value=details, metadata={"epoch_num": num})
         self.quality = spec.headline(value)
         self.curve.append(((time.perf_counter() - wall0) / 60, point, self.quality))
         self.obs.evaluated(point, self.quality)

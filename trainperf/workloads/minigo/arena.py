@@ -1,11 +1,16 @@
 """Evaluation: our network with tree search against a fixed external GTP opponent (GNU Go).
 
-Games alternate colours (even games: we are Black). All games advance together: our moves come from one
-batched search over every game where it is our turn, and the opponent's moves are requested from all its
-processes at once (they think in parallel) before any answer is read. The opponent moves with
-``kgs-genmove_cleanup``, GNU Go's mode that captures dead stones before passing, and our player passes only
-when it has no move outside its own eyes, so the final positions hold no dead stones and the Tromp-Taylor
-score is exact; every game is cross-checked against GNU Go's own ``final_score``.
+Every game starts from a fixed opening of a few random moves; the openings are distinct up to the 8 board
+symmetries, and each is played once with each colour (game 2k: we are Black after opening k, game 2k+1:
+we are White). GNU Go at level 0 and a noise-free search are deterministic, so two games from the same
+opening with the same colours would be the same game: distinct openings make distinct games.
+
+All games advance together: our moves come from one batched search over every game where it is our turn,
+and the opponent's moves are requested from all its processes at once (they think in parallel) before any
+answer is read. The opponent moves with ``kgs-genmove_cleanup``, GNU Go's mode that captures dead stones
+before passing, and our player passes only when it has no move outside its own eyes, so the final
+positions hold no dead stones and the Tromp-Taylor score is exact; every game is cross-checked against GNU
+Go's own ``final_score``.
 """
 
 from __future__ import annotations
@@ -34,11 +39,32 @@ class ArenaResult:
     wins: int = 0
     games: int = 0
     disagreements: int = 0  # games where GNU Go's final_score names the other winner
+    black_wins: int = 0  # our wins in the games where we are Black
+    black_games: int = 0
     scores: list[float] = field(default_factory=list)  # Black-minus-White Tromp-Taylor, per game
 
     @property
     def win_rate(self) -> float:
         return self.wins / self.games if self.games else float("nan")
+
+    @property
+    def white_wins(self) -> int:
+        return self.wins - self.black_wins
+
+    @property
+    def white_games(self) -> int:
+        return self.games - self.black_games
+
+    def __add__(self, other: ArenaResult) -> ArenaResult:
+        """Two matches' games together (a match played in several parts)."""
+        return ArenaResult(
+            wins=self.wins + other.wins,
+            games=self.games + other.games,
+            disagreements=self.disagreements + other.disagreements,
+            black_wins=self.black_wins + other.black_wins,
+            black_games=self.black_games + other.black_games,
+            scores=[*self.scores, *other.scores],
+        )
 
 
 def parse_final_score(text: str) -> float:
@@ -51,19 +77,48 @@ def parse_final_score(text: str) -> float:
     raise OpponentError(f"GTP opponent answered final_score with {text!r}, which is not a score")
 
 
-def openings(games: int, size: int, komi: float, moves: int) -> list[tuple[Position, list[int]]]:
-    """Fixed starting positions: ``moves`` random moves, the same for games 2k and 2k+1 (one per colour).
+OPENINGS_SEED = 1000  # the one fixed sequence of evaluation openings (every network meets the same games)
 
-    GNU Go and a noise-free search are both deterministic, so without varied openings every game with the
-    same colours would be the same game.
+
+def symmetric_point(p: int, k: int, size: int) -> int:
+    """Point ``p`` under board symmetry ``k`` (0-3: quarter turns, 4-7: the same then a mirror); PASS stays."""
+    if p < 0:
+        return p
+    r, c = divmod(p, size)
+    for _ in range(k % 4):
+        r, c = c, size - 1 - r
+    if k >= 4:
+        c = size - 1 - c
+    return r * size + c
+
+
+def canonical_opening(moves: list[int], size: int) -> tuple[int, ...]:
+    """The smallest image of a move sequence under the 8 board symmetries: equal for symmetric openings."""
+    return min(tuple(symmetric_point(p, k, size) for p in moves) for k in range(8))
+
+
+def openings(count: int, size: int, komi: float, moves: int) -> list[tuple[Position, list[int]]]:
+    """The first ``count`` evaluation openings: ``moves`` random moves each, no two equal up to symmetry.
+
+    Drawn from one fixed generator, so the list is a prefix of every longer list (a screen's openings
+    come first, a confirmation's follow). Raises ValueError when the board has fewer distinct openings.
     """
-    out = []
-    for g in range(games):
-        rng = np.random.default_rng(1000 + g // 2)
+    rng = np.random.default_rng(OPENINGS_SEED)
+    out: list[tuple[Position, list[int]]] = []
+    seen: set[tuple[int, ...]] = set()
+    misses = 0
+    while len(out) < count:
         pos, played = Position(size, komi), []
         for _ in range(moves):
             played.append(int(rng.choice(playout_moves(pos))))
             pos.play(played[-1])
+        key = canonical_opening(played, size)
+        if key in seen:
+            misses += 1
+            if misses > 100 * count + 1000:
+                raise ValueError(f"fewer than {count} distinct {moves}-move openings on {size}x{size}")
+            continue
+        seen.add(key)
         out.append((pos, played))
     return out
 
@@ -83,9 +138,13 @@ def play_match(
     komi: float,
     cfg: SearchConfig,
     opponent: Opponent,
-    opening_moves: int = 2,
+    opening_moves: int = 3,
+    first_opening: int = 0,
 ) -> ArenaResult:
-    """Play ``games`` games against the opponent; a win is decided by our Tromp-Taylor score."""
+    """Play ``games`` games (an even number) against the opponent from openings ``first_opening``,
+    ``first_opening + 1``, ..., each once with each colour; a win is decided by our Tromp-Taylor score."""
+    if games % 2:
+        raise ValueError(f"a match plays each opening with both colours: an even number of games, not {games}")
     max_moves = cfg.max_moves or 3 * size * size
     ours = [BLACK if g % 2 == 0 else WHITE for g in range(games)]
     clients: list[GTPClient] = []
@@ -95,7 +154,8 @@ def play_match(
                 binary=opponent.binary, size=size, level=opponent.level, seed=opponent.seed + g, komi=komi
             )
             clients.append(GTPClient(cmd, timeout=opponent.timeout))
-        starts = openings(games, size, komi, opening_moves)
+        distinct = openings(first_opening + games // 2, size, komi, opening_moves)[first_opening:]
+        starts = [distinct[g // 2] for g in range(games)]
         for c, start in zip(clients, starts, strict=True):  # the command line set these; say them again
             c.call(f"boardsize {size}")
             c.call("clear_board")
@@ -104,7 +164,7 @@ def play_match(
             for p in start[1]:
                 c.call(f"play {COLOR[replay.to_play]} {replay.gtp(p)}")
                 replay.play(p)
-        roots = [Node(pos, max_moves) for pos, _ in starts]
+        roots = [Node(pos.copy(), max_moves) for pos, _ in starts]
         active = list(range(games))
         while active:
             mine = [g for g in active if roots[g].pos.to_play == ours[g]]
@@ -130,6 +190,8 @@ def play_match(
             theirs_score = parse_final_score(clients[g].call("final_score"))
             we_won = (score > 0) == (ours[g] == BLACK)
             result.wins += we_won
+            result.black_games += ours[g] == BLACK
+            result.black_wins += we_won and ours[g] == BLACK
             result.disagreements += (theirs_score > 0) != (score > 0)
             result.scores.append(score)
         return result
@@ -159,7 +221,7 @@ def play_network_match(
     """Our network against another (the reference target model), both with the same search; colours alternate."""
     max_moves = cfg.max_moves or 3 * size * size
     our_color = [BLACK if g % 2 == 0 else WHITE for g in range(games)]
-    roots = [Node(p, max_moves) for p, _ in openings(games, size, komi, 0)]
+    roots = [Node(Position(size, komi), max_moves) for _ in range(games)]
     active = list(range(games))
     while active:
         for side, evaluate in ((True, ours), (False, theirs)):
@@ -173,6 +235,9 @@ def play_network_match(
     result = ArenaResult(games=games)
     for g in range(games):
         score = roots[g].pos.score()
-        result.wins += (score > 0) == (our_color[g] == BLACK)
+        we_won = (score > 0) == (our_color[g] == BLACK)
+        result.wins += we_won
+        result.black_games += our_color[g] == BLACK
+        result.black_wins += we_won and our_color[g] == BLACK
         result.scores.append(score)
     return result

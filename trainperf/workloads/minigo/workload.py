@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from trainperf.dist import DistContext
 
 MAX_WORKERS = 8  # self-play worker processes: one per core, at most this many
+MATCH_PART = 40  # evaluation games played at once (one GNU Go process each)
 
 
 class MiniGoWorkload(Workload):
@@ -200,7 +202,13 @@ class MiniGoWorkload(Workload):
     # A dry run plays no games: the harness calls Workload.dry_run_evaluate (one forward pass on a
     # synthetic batch, win_rate 0.0) instead of evaluate.
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
-        """Win rate of the network with tree search (no noise) against the fixed opponent."""
+        """Win rate of the network with tree search (no noise) against the fixed opponent.
+
+        mini: a screen of ``eval_games`` games; when it reaches the target, a confirmation match of
+        ``confirm_games`` further games (other openings) decides, and its win rate is the evaluation's
+        (the screen only chooses when to confirm: a lucky screen cannot carry the run). The other
+        fields (games, wins per colour, disagreements with GNU Go's score) are logged beside it.
+        """
         r = self.recipe
         model.eval()
         cfg = mcts.SearchConfig(playouts=r.num_readouts)
@@ -216,18 +224,48 @@ class MiniGoWorkload(Workload):
                 komi=r.komi,
                 cfg=cfg,
             )
-        else:
-            result = arena.play_match(
+            model.train()
+            return {"win_rate": result.win_rate, **_match_fields(result)}
+        screen = self._gnugo_match(ours, cfg, r.eval_games, first_opening=0)
+        out = {"win_rate": screen.win_rate, "screen_win_rate": screen.win_rate, "screen_games": screen.games}
+        total = screen
+        if r.confirm_games and self.spec.reached({"win_rate": screen.win_rate}):
+            confirmation = self._gnugo_match(ours, cfg, r.confirm_games, first_opening=r.eval_games // 2)
+            out["win_rate"] = out["confirmation_win_rate"] = confirmation.win_rate
+            total = screen + confirmation
+        out["confirmation_games"] = total.games - screen.games
+        model.train()
+        return {**out, **_match_fields(total)}
+
+    def _gnugo_match(self, ours: mcts.Evaluator, cfg: mcts.SearchConfig, games: int, *, first_opening: int):
+        """``games`` games against GNU Go from openings ``first_opening``, ..., in parts of MATCH_PART games
+        (one GNU Go process per game of a part)."""
+        r = self.recipe
+        result = arena.ArenaResult()
+        for done in range(0, games, MATCH_PART):
+            result = result + arena.play_match(
                 ours,
-                games=r.eval_games,
+                games=min(MATCH_PART, games - done),
                 size=self.size,
                 komi=r.komi,
                 cfg=cfg,
                 opponent=arena.Opponent(level=r.opponent_level),
                 opening_moves=r.opening_moves,
+                first_opening=first_opening + done // 2,
             )
-        model.train()
-        return {"win_rate": result.win_rate}
+        return result
+
+
+def _match_fields(result: arena.ArenaResult) -> dict[str, float]:
+    """The logged details of all the games an evaluation played."""
+    return {
+        "games": result.games,
+        "black_wins": result.black_wins,
+        "black_games": result.black_games,
+        "white_wins": result.white_wins,
+        "white_games": result.white_games,
+        "disagreements": result.disagreements,
+    }
 
 
 def symmetry(x: np.ndarray, pi: np.ndarray, k: int, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -241,6 +279,11 @@ def symmetry(x: np.ndarray, pi: np.ndarray, k: int, size: int) -> tuple[np.ndarr
 
 
 def _init_worker() -> None:
+    # A forked worker inherits the run's handlers, which turn SIGTERM and Ctrl-C into exceptions; then
+    # Pool.terminate() (SIGTERM) could leave a worker alive and close() waiting for it forever. A worker
+    # dies on SIGTERM and leaves Ctrl-C to the run.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)  # one core per worker; the workers together use every core
 
 
