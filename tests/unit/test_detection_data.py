@@ -593,3 +593,23 @@ def test_undecodable_polygon_is_named_when_decoded(coco2017):
     ds = coco.CocoDetection(coco.load_coco(val_json, val_dir, need_masks=True), train=False)
     with pytest.raises(DataError, match=r"instances_val2017.json: annotation id 10 has a segmentation .* finite"):
         ds[1]
+
+
+def test_maskrcnn_smoke_fixture_is_coco2017_with_all_80_categories_and_crowds(tmp_path):
+    from trainperf.workloads.common.detection import fixtures, models
+
+    fixtures.write_coco2017(tmp_path / "maskrcnn" / "reference")
+    w = _workload("maskrcnn", "reference", tmp_path)
+    w.load_data()
+    assert w.train_index.num_classes == 80 and max(w.train_index.category_to_label) == 90
+    assert w.train_index.category_to_label[90] == 80 < models.COCO_CATEGORY_IDS  # within the head
+    crowds = [a for anns in w.val_index.annotations.values() for a in anns if a["iscrowd"]]
+    assert crowds and isinstance(crowds[0]["segmentation"]["counts"], list)  # uncompressed RLE, as COCO's
+    image, target = w.train_set[0]
+    assert target["labels"].tolist() == [80, 1]  # the crowd region is no training target
+    assert target["masks"].shape == (2, *image.shape[1:]) and int(target["masks"].sum()) > 0
+    first_val = w.val_set[0][1]["image_id"]
+    result = coco.to_coco_results(
+        first_val, torch.tensor([[20.0, 15.0, 100.0, 75.0]]), torch.tensor([0.9]), torch.tensor([80]), w.val_index
+    )
+    assert result[0]["category_id"] == 90 and 0 < coco.coco_map(w.val_index, result, "bbox") <= 1

@@ -79,3 +79,80 @@ def write_openimages_mlperf(root: Path) -> str:
         f"{OPENIMAGES_MLPERF_CATEGORIES} categories with boxes of the highest id, 263, and group boxes; "
         "no pretrained backbone: the model starts from random weights"
     )
+
+
+# COCO 2017's 80 category ids (1..90 with the ten ids the 2014 paper dropped left out).
+COCO2017_CATEGORY_IDS = tuple(i for i in range(1, 91) if i not in (12, 26, 29, 30, 45, 66, 68, 69, 71, 83))
+
+# (width, height) of each image and its objects (x, y, w, h, category id, iscrowd).
+_COCO_SPLITS: dict[str, list[tuple[tuple[int, int], list[tuple[int, int, int, int, int, bool]]]]] = {
+    "train2017": [
+        ((160, 120), [(10, 12, 70, 60, 90, False), (90, 40, 60, 70, 1, False), (0, 80, 60, 40, 1, True)]),
+        ((96, 128), [(8, 20, 60, 80, 44, False)]),
+        ((200, 100), [(30, 10, 80, 70, 90, False), (120, 20, 60, 60, 62, True)]),
+        ((120, 120), [(20, 20, 50, 50, 7, False), (60, 50, 55, 60, 1, False)]),
+    ],
+    "val2017": [
+        ((150, 100), [(20, 15, 80, 60, 90, False), (100, 30, 45, 60, 1, False), (0, 0, 60, 40, 44, True)]),
+        ((100, 140), [(10, 40, 70, 80, 90, False)]),
+    ],
+}
+
+
+def _crowd_rle(x: int, y: int, w: int, h: int, width: int, height: int) -> dict[str, Any]:
+    """An uncompressed RLE (column-major run lengths, as COCO stores crowds) of a box-shaped region."""
+    mask = np.zeros((height, width), dtype=np.uint8)
+    mask[y : y + h, x : x + w] = 1
+    flat = mask.flatten(order="F")
+    counts, current, run = [], 0, 0
+    for value in flat:
+        if value != current:
+            counts.append(run)
+            current, run = value, 0
+        run += 1
+    counts.append(run)
+    return {"size": [height, width], "counts": counts}
+
+
+def write_coco2017(root: Path) -> str:
+    """COCO 2017 as cocodataset.org ships it under ``root``: ``train2017/*.jpg``, ``val2017/*.jpg`` and
+    ``annotations/instances_{train,val}2017.json`` with all 80 categories (ids up to 90, with gaps),
+    polygon masks, and crowd regions as uncompressed RLE."""
+    rng = np.random.default_rng(0)
+    names = {i: f"COCO category {i}" for i in COCO2017_CATEGORY_IDS}
+    categories = [{"id": i, "name": names[i], "supercategory": "thing"} for i in COCO2017_CATEGORY_IDS]
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    image_id = annotation_id = 1
+    for split, images in _COCO_SPLITS.items():
+        (root / split).mkdir(parents=True, exist_ok=True)
+        doc: dict[str, Any] = {"info": {}, "licenses": [], "categories": categories, "images": [], "annotations": []}
+        for (width, height), objects in images:
+            name = f"{image_id:012d}.jpg"
+            _jpeg(root / split / name, width, height, objects, rng)
+            doc["images"].append({"id": image_id, "file_name": name, "width": width, "height": height})
+            for x, y, w, h, category, crowd in objects:
+                if crowd:
+                    segmentation: Any = _crowd_rle(x, y, w, h, width, height)
+                else:  # a diamond inside the box
+                    cx, cy = x + w / 2, y + h / 2
+                    segmentation = [[cx, float(y), float(x + w), cy, cx, float(y + h), float(x), cy]]
+                doc["annotations"].append(
+                    {
+                        "id": annotation_id,
+                        "image_id": image_id,
+                        "category_id": category,
+                        "bbox": [float(x), float(y), float(w), float(h)],
+                        "area": float(w * h) / (1 if crowd else 2),
+                        "iscrowd": int(crowd),
+                        "segmentation": segmentation,
+                    }
+                )
+                annotation_id += 1
+            image_id += 1
+        kind = split.removesuffix("2017")
+        (root / "annotations" / f"instances_{kind}2017.json").write_text(json.dumps(doc))
+    counts = {split: len(images) for split, images in _COCO_SPLITS.items()}
+    return (
+        f"{counts['train2017']} train and {counts['val2017']} val JPEGs, all 80 categories (ids up to 90), "
+        "polygon masks and crowd regions; no pretrained backbone: the model starts from random weights"
+    )
