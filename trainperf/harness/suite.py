@@ -328,7 +328,7 @@ def check_kind(options: SuiteOptions) -> None:
             if spec.dry_run_only:
                 raise NotAvailableError(
                     f"{key} is not available yet at the {options.scale} scale: {spec.dry_run_only}. Only a dry run "
-                    f"(--dry-run) checks it today"
+                    "(--dry-run) checks it today"
                 )
     if not options.smoke:
         return
