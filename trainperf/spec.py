@@ -3,7 +3,7 @@
 A :class:`Benchmark` is pure data, registered in ``trainperf/workloads/<key>/__init__.py``: its
 :class:`BenchmarkSpec` at each scale (what MLPerf's rules fix: metric, target, runs, progress unit,
 evaluation schedule, budget), its default :class:`Recipe` at each scale, its closed-division rules, how
-its mini data is prepared, and where its :class:`Workload` lives (imported lazily, so that reading the
+its mini data is prepared, the tiny real-format fixture of its reference smoke run, and where its :class:`Workload` lives (imported lazily, so that reading the
 facts never imports torch).
 
 A :class:`Workload` builds the data, model and optimizer for a spec and gives the loss of one batch and
