@@ -185,7 +185,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         summaries = run_suite(
-            options, ctx, observer_for=observer, announce=lambda text: console.print(text, highlight=False)
+            options,
+            ctx,
+            observer_for=observer,
+            announce=lambda text: console.print(text, highlight=False, soft_wrap=True),
         )
     finally:
         dist_mod.shutdown(ctx)
