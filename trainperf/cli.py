@@ -188,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             options,
             ctx,
             observer_for=observer,
-            announce=lambda text: console.print(text, highlight=False, soft_wrap=True),
+            announce=lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True),
         )
     finally:
         dist_mod.shutdown(ctx)
