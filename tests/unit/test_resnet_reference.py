@@ -113,3 +113,21 @@ def test_smoke_fixture_is_written_whole_and_once(tmp_path):
     assert smoke.write_fixture("resnet", tmp_path) == (folder, description)  # complete: kept as it is
     assert (folder / smoke.MARKER).stat().st_mtime_ns == stamp
     assert not list((tmp_path / "resnet").glob(".reference.partial-*"))
+
+
+def test_lars_schedule_is_the_references():
+    from trainperf.workloads.common.schedules import poly_warmup
+
+    base, end, warmup, train_steps = 10.5, 1e-4, 10, 50
+    decay = train_steps - warmup + 1
+    factor = poly_warmup(base_lr=base, end_lr=end, warmup_steps=warmup, decay_steps=decay, power=2)
+    for step in range(train_steps + 5):  # lars_util.PolynomialDecayWithWarmup, written out
+        if step <= warmup:
+            expected = base * step / warmup
+            if step < warmup:  # the one difference: shifted by a step, so that the first step trains
+                expected = base * (step + 1) / warmup
+        else:
+            p = min(step - warmup, decay) / decay
+            expected = (base - end) * (1 - p) ** 2 + end
+        assert math.isclose(base * factor(step), expected, rel_tol=1e-12, abs_tol=1e-12), step
+    assert factor(warmup) == 1.0 and factor(train_steps + 1) == end / base

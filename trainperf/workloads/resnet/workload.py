@@ -86,7 +86,7 @@ class ResNetWorkload(Workload):
                 eps=r.lars_epsilon,
             )
             warmup = round(r.lars_opt_learning_rate_warmup_epochs * spe)
-            self.decay_steps = max(1, round(r.train_epochs * spe) - warmup)
+            self.decay_steps = max(1, round(r.train_epochs * spe) - warmup + 1)  # the reference's, logged as it logs it
             factor = poly_warmup(
                 base_lr=r.lars_opt_base_learning_rate,
                 end_lr=r.lars_opt_end_learning_rate,
