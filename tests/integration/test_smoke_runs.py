@@ -30,7 +30,7 @@ def _smoke(key, out):
     assert "not a result" in r.stdout
     [log] = list((out / "results").rglob("result_0.txt"))
     first = first_values(read_mllog(log))
-    assert first["trainperf_smoke"]["value"] is True and first["trainperf_dry_run"]["value"] is False
+    assert first["trainperf_smoke"] is True and first["trainperf_dry_run"] is False
     assert parse_run(log).status == "aborted"  # never a result
     assert json.loads((out / "trainperf.json").read_text())["kind"] == "smoke run"
     return first
@@ -42,8 +42,8 @@ def test_reference_smoke_run_reads_the_real_format_trains_and_evaluates(tmp_path
     first = _smoke(key, out)
     # the fixture, read by the real loader: its sizes, not the real data set's
     sizes = {"resnet": (24, 16), "ssd": (4, 2)}[key]
-    assert (first["train_samples"]["value"], first["eval_samples"]["value"]) == sizes
-    accuracy = first["eval_accuracy"]["value"]
+    assert (first["train_samples"], first["eval_samples"]) == sizes
+    accuracy = first["eval_accuracy"]
     assert 0.0 <= accuracy <= 1.0  # a real evaluation over the whole fixture (a dry run logs 0 without one)
     # a timed run never resumes from a smoke run's folder, nor reads its fixture
     r = trainperf("run", key, "--scale", "reference", "--out", out)
