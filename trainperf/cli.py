@@ -42,7 +42,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from trainperf import registry
 
     table = Table(title="trainperf benchmarks (models and data: trainperf list --details)", box=box.SIMPLE)
-    for col in ("benchmark", "scale", "status", "target", "runs", "unit", "evaluated", "budget"):
+    for col in ("benchmark", "scale", "status", "target", "SE", "runs", "unit", "evaluated", "budget"):
         table.add_column(col, no_wrap=col in ("benchmark", "scale", "unit"))
     details, notes = [], []
     for bench in registry.all_benchmarks():
@@ -52,10 +52,25 @@ def cmd_list(args: argparse.Namespace) -> int:
                 notes.append(f"{bench.key} {scale}: not available yet, dry run only: {spec.dry_run_only}")
             runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
             budget = f"{spec.max_progress:g}, {spec.max_minutes:g} min"
-            table.add_row(bench.key, scale, status, spec.target_text, runs, spec.unit, _schedule_text(spec), budget)
+            table.add_row(
+                bench.key,
+                scale,
+                status,
+                spec.target_text,
+                spec.metric_se_text,
+                runs,
+                spec.unit,
+                _schedule_text(spec),
+                budget,
+            )
             details.append(f"{bench.key} ({scale}, {bench.title}): {spec.model}; data: {spec.dataset}")
     console = Console()
     console.print(table)
+    console.print(
+        "SE: bootstrap standard error of the (headline) metric over evaluation samples, measured at the target "
+        "(benchmarks/metric_error.py); — : not measured",
+        highlight=False,
+    )
     for line in notes:
         console.print(line, highlight=False)
     if args.details:

@@ -42,6 +42,7 @@ STREAM_AUGMENT = 2  # random augmentation (per rank)
 STREAM_SELF_PLAY = 3  # self-play games (per worker and generation)
 STREAM_WINDOW = 4  # positions drawn from a replay window (per generation)
 STREAM_DATA = 5  # anything else a workload draws (per rank)
+STREAM_BOOTSTRAP = 6  # evaluation samples resampled by benchmarks/metric_error.py
 
 
 def derive(seed: int, *keys: int) -> int:

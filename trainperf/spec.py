@@ -141,6 +141,9 @@ class BenchmarkSpec:
     max_init_minutes: float = MAX_INIT_MINUTES
     hparam_keys: tuple[str, ...] = ()
     target_source: str = ""  # where the target comes from (rule text or measurement)
+    # Bootstrap standard error over evaluation samples of the headline metric, measured at the target by
+    # benchmarks/metric_error.py (the workload's README says how); None: not measured.
+    metric_se: float | None = None
     available: bool = True  # False: the workload does not run at this scale yet (`trainperf list` says so)
     # Non-empty: only a dry run works at this scale yet, and this says why (`trainperf list` marks it not
     # available; a timed or smoke run is refused with this reason before anything runs).
@@ -159,6 +162,8 @@ class BenchmarkSpec:
             raise ValueError(f"{self.key}: the first evaluation must be positive and within the budget")
         if self.field_targets and self.field_targets[0][1] != self.target:
             raise ValueError(f"{self.key}: the target of a multi-field metric is its first field's target")
+        if self.metric_se is not None and not (math.isfinite(self.metric_se) and self.metric_se > 0):
+            raise ValueError(f"{self.key}: the metric's standard error must be a positive number or None")
 
     # --- quality --------------------------------------------------------------------------------------
     @property
@@ -198,6 +203,14 @@ class BenchmarkSpec:
         if self.field_targets:
             return " and ".join(f"{name} {self.metric} {op} {t:g}" for name, t in self.field_targets)
         return f"{self.metric} {op} {self.target:g}"
+
+    @property
+    def metric_se_text(self) -> str:
+        """The measured standard error of the headline metric ("—" when not measured); a multi-field
+        metric names the field it belongs to."""
+        if self.metric_se is None:
+            return "—"
+        return f"{self.metric_se:.2g}" + (f" ({self.fields[0][0]})" if self.field_targets else "")
 
     # --- the evaluation schedule -----------------------------------------------------------------------
     def interval(self, recipe: Recipe) -> float:

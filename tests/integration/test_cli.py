@@ -26,6 +26,27 @@ def test_help_explains_the_commands():
     assert "--runs" in trainperf("run", "--help").stdout
 
 
+def test_list_shows_the_metric_standard_error_beside_the_target():
+    import os
+
+    from trainperf import registry
+
+    env = {**os.environ, "COLUMNS": "250"}
+    r = subprocess.run(
+        [sys.executable, "-m", "trainperf", "list"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert "SE" in r.stdout.splitlines()[2] and "bootstrap standard error" in r.stdout
+    rows = {tuple(line.split()[:2]): line for line in r.stdout.splitlines() if line.strip()}
+    measured = 0
+    for bench in registry.all_benchmarks():
+        for scale, spec in bench.specs.items():
+            row = rows[(bench.key, scale)]
+            assert f"{spec.target_text}   " in row and spec.metric_se_text in row.split(spec.target_text)[1]
+            measured += spec.metric_se is not None
+    assert measured >= 3  # resnet, ssd and maskrcnn at the mini scale
+
+
 def test_unknown_benchmark_is_a_clear_error(tmp_path):
     r = trainperf("run", "resnet50", "--out", tmp_path / "o")
     assert r.returncode == 2

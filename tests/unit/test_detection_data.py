@@ -565,6 +565,48 @@ def test_perfect_predictions_score_map_one(small_scenes, capsys):
     assert capsys.readouterr() == ("", "")
 
 
+def _imperfect_results(index: coco.CocoIndex) -> list[dict]:
+    """Detections with jittered boxes, some wrong labels, spread scores and one false positive an image."""
+    g = torch.Generator().manual_seed(0)
+    results = []
+    for _, target in coco.CocoDetection(index, train=False):
+        boxes = target["boxes"] + 4 * torch.randn(target["boxes"].shape, generator=g)
+        boxes = torch.cat([boxes, torch.tensor([[10.0, 10, 40, 40]])])
+        labels = torch.cat([target["labels"], torch.tensor([1])])
+        labels[torch.rand(len(labels), generator=g) < 0.2] = 2
+        masks = torch.cat([target["masks"], torch.zeros(1, *target["masks"].shape[1:], dtype=torch.uint8)])
+        scores = torch.rand(len(labels), generator=g)
+        results += coco.to_coco_results(target["image_id"], boxes, scores, labels, index, masks[:, None].float())
+    return results
+
+
+def test_resampled_image_sets_score_as_cocoeval_scores_them(small_scenes, capsys):
+    from trainperf.workloads.common.detection.evaluation import ResampledMap, resampled
+
+    index = coco.load_coco(*scenes.mini_paths(small_scenes)[2:], need_masks=True)
+    results = _imperfect_results(index)
+    ids = sorted(index.image_ids)
+    rng = np.random.default_rng(0)
+    for iou_type in ("bbox", "segm"):
+        whole = coco.coco_map(index, results, iou_type)
+        assert 0.05 < whole < 0.95
+        fast = ResampledMap(index, results, iou_type)
+        assert fast(ids) == pytest.approx(whole, abs=1e-12)  # the whole set, drawn once each
+        gt, drawn = resampled(index, results, ids)
+        assert coco.coco_map(gt, drawn, iou_type) == pytest.approx(whole, abs=1e-12)
+        for _ in range(4):  # with repeats: an image drawn twice counts twice
+            draw = [ids[i] for i in rng.integers(0, len(ids), size=len(ids))]
+            gt, drawn = resampled(index, results, draw)
+            assert len(gt.getImgIds()) == len(draw)
+            assert len(drawn) == sum(sum(r["image_id"] == i for r in results) for i in draw)
+            assert coco.coco_map(gt, drawn, iou_type) == pytest.approx(fast(draw), abs=1e-12)
+    gt, _ = resampled(index, results, ids + ids)
+    assert len(gt.getAnnIds()) == 2 * len(index.coco.getAnnIds())
+    assert min(gt.getAnnIds()) >= 1  # COCOeval reads a matched ground-truth id of 0 as no match
+    assert len(index.coco.getImgIds()) == len(ids)  # the original is left as it was
+    assert capsys.readouterr() == ("", "")
+
+
 def test_perfect_predictions_against_polygons_and_crowds(coco2017):
     val_json, val_dir = coco.coco2017_paths(coco2017)[2:]
     data = _coco2017_annotations()

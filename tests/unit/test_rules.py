@@ -239,6 +239,17 @@ def test_multi_field_spec_reaches_only_when_every_field_does():
         make_spec(target=0.5, field_targets=(("BBOX", 0.4),))
 
 
+def test_measured_standard_error_reads_beside_the_target():
+    assert make_spec().metric_se_text == "—"  # not measured
+    assert make_spec(metric_se=0.00327).metric_se_text == "0.0033"
+    assert make_spec(key="maskrcnn", target=0.4, field_targets=MULTI.field_targets, metric_se=0.011).metric_se_text == (
+        "0.011 (BBOX)"  # the headline field's
+    )
+    for bad in (0.0, -0.01, float("nan")):
+        with pytest.raises(ValueError, match="standard error"):
+            make_spec(metric_se=bad)
+
+
 @pytest.fixture(scope="module")
 def multi_rule_file(tmp_path_factory) -> Path:
     (path,) = write_mini_rules(tmp_path_factory.mktemp("rules"), [MULTI])

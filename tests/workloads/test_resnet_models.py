@@ -33,3 +33,18 @@ def test_tensor_names_match_the_v2_closed_rule_file():
     assert len(expected) == 161
     names = sorted(mxnet_tensor_name(n) for n, _ in reference_resnet50().named_parameters())
     assert names == expected
+
+
+def test_top1_is_the_mean_of_the_per_image_hits(data_dir):
+    from trainperf import registry
+    from trainperf.dist import DistContext
+    from trainperf.spec import RunConfig
+
+    spec, recipe = registry.get_spec("resnet", "mini"), registry.default_recipe("resnet", "mini")
+    w = registry.workload_class("resnet")(spec, recipe, RunConfig(seed=1), data_dir=data_dir, dist=DistContext())
+    w.load_data()
+    torch.manual_seed(0)
+    model = w.build_model()
+    hits = w.top1_hits(model)
+    assert hits.dtype == torch.bool and len(hits) == w.eval_samples == 10_000
+    assert w.evaluate(model) == {"top1": int(hits.sum()) / len(hits)}

@@ -178,19 +178,21 @@ class ResNetWorkload(Workload):
         return F.cross_entropy(logits, y.to(self.device), label_smoothing=self.recipe.label_smoothing)
 
     # --- evaluation -----------------------------------------------------------------------------------
-    @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
-        model.eval()
-        correct = total = 0
-        for x, y in self._eval_batches():
-            pred = model(self._to_input(x)).argmax(1)
-            correct += int((pred == y.to(self.device)).sum())
-            total += len(y)
-        model.train()
-        correct, total = self.dist.all_reduce([float(correct), float(total)])
+        hits = self.top1_hits(model)
+        correct, total = self.dist.all_reduce([float(hits.sum()), float(len(hits))])
         if total != self.eval_samples:
             raise RuntimeError(f"resnet: evaluated {total:.0f} of {self.eval_samples} images")
         return {"top1": correct / total}
+
+    @torch.no_grad()
+    def top1_hits(self, model: torch.nn.Module) -> torch.Tensor:
+        """Whether the top-1 class is right, for each image of this rank's shard in order (bool, on the CPU):
+        what :meth:`evaluate` averages, and what ``benchmarks/metric_error.py`` resamples."""
+        model.eval()
+        hits = [(model(self._to_input(x)).argmax(1) == y.to(self.device)).cpu() for x, y in self._eval_batches()]
+        model.train()
+        return torch.cat(hits) if hits else torch.zeros(0, dtype=torch.bool)
 
     def _eval_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         shard = self.dist.shard(self.eval_samples)  # this rank's images, each evaluated exactly once

@@ -200,9 +200,15 @@ class DetectionWorkload(Workload):
         losses = model(images, targets)
         return sum(losses.values())
 
-    @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
         """COCO mAP of every field over the whole validation set: each rank detects in its shard, once."""
+        results = self.detections(model)
+        return {name: coco.coco_map(self.val_index, results, iou_type) for name, iou_type in self.FIELDS.items()}
+
+    @torch.no_grad()
+    def detections(self, model: torch.nn.Module) -> list[dict[str, Any]]:
+        """COCO result dicts of the whole validation set, gathered from every rank (what :meth:`evaluate`
+        scores, and what ``benchmarks/metric_error.py`` resamples image by image)."""
         model.eval()
         shard = self.dist.shard(len(self.val_set))
         batch = self.MINI_EVAL_BATCH if self.spec.scale == "mini" else self.local_batch_size
@@ -224,8 +230,7 @@ class DetectionWorkload(Workload):
         (total,) = self.dist.all_reduce([float(seen)])
         if total != len(self.val_set):
             raise RuntimeError(f"{self.spec.key}: evaluated {total:.0f} of {len(self.val_set)} images")
-        gathered = [r for part in self.dist.gather_objects(results) for r in part]
-        return {name: coco.coco_map(self.val_index, gathered, iou_type) for name, iou_type in self.FIELDS.items()}
+        return [r for part in self.dist.gather_objects(results) for r in part]
 
     @torch.no_grad()
     def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
