@@ -21,11 +21,11 @@ def default_data_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "trainperf" / "data"
 
 
-def _benchmarks(names: list[str], scale: str) -> tuple[str, ...]:
+def _benchmarks(names: list[str], scale: str, dry_run: bool = True) -> tuple[str, ...]:
     from trainperf import registry
 
-    if not names or names == ["all"]:
-        keys = registry.available(scale)
+    if not names or names == ["all"]:  # all that run this kind of run
+        keys = [k for k in registry.available(scale) if dry_run or not registry.get_spec(k, scale).dry_run_only]
         if not keys:
             raise UsageError(f"no benchmark has a {scale} scale yet")
         return tuple(keys)
@@ -44,10 +44,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     table = Table(title="trainperf benchmarks (models and data: trainperf list --details)", box=box.SIMPLE)
     for col in ("benchmark", "scale", "status", "target", "SE", "runs", "unit", "evaluated", "budget"):
         table.add_column(col, no_wrap=col in ("benchmark", "scale", "unit"))
-    details = []
+    details, notes = [], []
     for bench in registry.all_benchmarks():
         for scale, spec in bench.specs.items():
-            status = "ready" if bench.available_at(scale) else "not available yet"
+            status = "ready" if bench.available_at(scale) and not spec.dry_run_only else "not available yet"
+            if bench.available_at(scale) and spec.dry_run_only:
+                notes.append(f"{bench.key} {scale}: not available yet, dry run only: {spec.dry_run_only}")
             runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
             budget = f"{spec.max_progress:g}, {spec.max_minutes:g} min"
             table.add_row(
@@ -69,6 +71,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         "(benchmarks/metric_error.py); — : not measured",
         highlight=False,
     )
+    for line in notes:
+        console.print(line, highlight=False)
     if args.details:
         for line in details:
             console.print(line, highlight=False)
@@ -139,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--nproc must be at least 1")
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
-    keys = _benchmarks(args.benchmarks, args.scale)
+    keys = _benchmarks(args.benchmarks, args.scale, dry_run=args.dry_run)
     from trainperf import dist as dist_mod
     from trainperf import registry
     from trainperf.rules.closed import parse_overrides
@@ -152,6 +156,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the longest a rank may wait for another: one rank's untimed initialization, which the rules cap
     timeout_s = dist_mod.collective_timeout_s(
         60.0 * max(registry.get_spec(key, args.scale).max_init_minutes for key in keys)
+    )
+
+    from trainperf.harness.suite import SuiteOptions, check_kind
+
+    check_kind(  # a kind of run a benchmark does not take fails before torchrun starts
+        SuiteOptions(
+            benchmarks=keys,
+            scale=args.scale,
+            runs=1,
+            out=args.out,
+            data_dir=args.data_dir,
+            dry_run=args.dry_run,
+            smoke=args.smoke,
+        )
     )
 
     if args.nproc > 1 and not dist_mod.launched_by_torchrun():
@@ -183,6 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         availability=args.availability,
         system_name=args.system_name,
         dry_run=args.dry_run,
+        smoke=args.smoke,
         drop_caches=args.drop_caches,
         overrides=tuple(parse_overrides(args.set).items()),
     )
@@ -192,7 +211,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     group_lost = False
     try:
-        summaries = run_suite(options, ctx, observer_for=observer)
+        summaries = run_suite(
+            options,
+            ctx,
+            observer_for=observer,
+            announce=lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True),
+        )
     except Exception as e:
         group_lost = ctx.distributed and dist_mod.is_peer_failure(e)
         if group_lost:  # a clear error instead of the backend's traceback; the group is unusable: no shutdown
@@ -204,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if ctx.is_main:
         print_summary(console, summaries, options)
     ok = all(r["status"] == "success" for s in summaries for r in s.runs)
-    return 0 if ok or args.dry_run else 1
+    return 0 if ok or args.dry_run or args.smoke else 1
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -364,6 +388,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="a few steps on synthetic data at full model size, to check the path and the log",
+    )
+    r.add_argument(
+        "--smoke",
+        action="store_true",
+        help="reference scale: check a machine and the data path on a tiny fixture that trainperf writes in the "
+        "reference's on-disk format under OUT/smoke-data (the real loader, a few real training steps at the dry "
+        "run's batch size, one full evaluation); not a result",
     )
     r.add_argument(
         "--drop-caches",

@@ -3,7 +3,7 @@
 A :class:`Benchmark` is pure data, registered in ``trainperf/workloads/<key>/__init__.py``: its
 :class:`BenchmarkSpec` at each scale (what MLPerf's rules fix: metric, target, runs, progress unit,
 evaluation schedule, budget), its default :class:`Recipe` at each scale, its closed-division rules, how
-its mini data is prepared, and where its :class:`Workload` lives (imported lazily, so that reading the
+its mini data is prepared, the tiny real-format fixture of its reference smoke run, and where its :class:`Workload` lives (imported lazily, so that reading the
 facts never imports torch).
 
 A :class:`Workload` builds the data, model and optimizer for a spec and gives the loss of one batch and
@@ -145,6 +145,9 @@ class BenchmarkSpec:
     # benchmarks/metric_error.py (the workload's README says how); None: not measured.
     metric_se: float | None = None
     available: bool = True  # False: the workload does not run at this scale yet (`trainperf list` says so)
+    # Non-empty: only a dry run works at this scale yet, and this says why (`trainperf list` marks it not
+    # available; a timed or smoke run is refused with this reason before anything runs).
+    dry_run_only: str = ""
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -255,6 +258,10 @@ class Benchmark:
     closed_rules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # scale -> key -> Rule
     workload: str | None = None  # "trainperf.workloads.<key>.workload:<Class>"; None: not available yet
     mini_data: MiniData | None = None
+    # A reference smoke run's fixture: ``"module:function"`` writing a tiny data set in the reference's own
+    # on-disk layout under ``<root>/<key>/reference`` (``write(root) -> str``, a one-line description);
+    # None: no smoke run yet.
+    smoke_fixture: str | None = None
     mlperf_rcps: bool = True  # MLPerf publishes reference convergence points for it
     # The published results (trainperf history): other names of this key, and the round from which the
     # key's task changed under the same name, with what changed (speed-ups restart their baseline there).
@@ -282,6 +289,7 @@ class RunConfig:
     seed: int
     seed_source: str = SOURCE_FIXED  # or seeds.SOURCE_SYSTEM: drawn from the system's randomness
     dry_run: bool = False
+    smoke: bool = False  # a reference smoke run: real loader on a tiny real-format fixture, a few steps, one evaluation
     division: str = "open"
     overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -306,7 +314,7 @@ class Workload(abc.ABC):
     TORCH_STATE: ClassVar[TorchState] = TorchState()
     SINGLE_PROCESS: ClassVar[bool] = False  # True: runs in one process only (it may start workers of its own)
     BATCH_FIELD: ClassVar[str] = "global_batch_size"  # the recipe field holding samples per optimizer step
-    DRY_RUN_LOCAL_BATCH: ClassVar[int | None] = None  # a reference dry run's micro-batch per rank (CPU-sized)
+    DRY_RUN_LOCAL_BATCH: ClassVar[int | None] = None  # a reference dry or smoke run's micro-batch per rank (CPU-sized)
 
     def __init__(
         self,
@@ -327,6 +335,11 @@ class Workload(abc.ABC):
     @property
     def dry_run(self) -> bool:
         return self.config.dry_run
+
+    @property
+    def smoke(self) -> bool:
+        """A reference smoke run: the real data path on a tiny fixture (``data_dir`` holds the fixture)."""
+        return self.config.smoke
 
     # --- set-up --------------------------------------------------------------------------------------
     @abc.abstractmethod

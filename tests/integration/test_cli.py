@@ -151,3 +151,26 @@ def test_open_division_override_is_recorded_in_the_log(tmp_path):
     assert records["trainperf_overrides"]["value"] == {"lars_epsilon": 0.001}
     assert records["lars_epsilon"]["value"] == 0.001
     assert records["submission_division"]["value"] == "open"
+
+
+def test_list_marks_a_scale_that_only_dry_runs_and_run_refuses_it(tmp_path):
+    r = trainperf("list")
+    assert r.returncode == 0
+    assert "minigo reference: not available yet, dry run only: its self-play crashes" in r.stdout
+    r = trainperf("run", "minigo", "--scale", "reference", "--out", tmp_path / "o")
+    assert r.returncode == 2 and "not available yet at the reference scale" in r.stderr and "--dry-run" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("resnet", "--smoke"), "use --scale reference --smoke"),
+        (("resnet", "--scale", "reference", "--smoke", "--dry-run"), "choose one"),
+        (("minigo", "--scale", "reference", "--smoke"), "not available yet"),
+    ],
+)
+def test_smoke_runs_that_cannot_be_are_refused_before_anything_is_written(tmp_path, args, message):
+    r = trainperf("run", *args, "--out", tmp_path / "o")
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()

@@ -99,3 +99,33 @@ def test_recipe_overrides_are_checked_against_the_default():
             recipe.with_overrides(bad)
     with pytest.raises(UsageError, match="no hyperparameter 'lr'"):
         recipe.with_overrides({"lr": 0.1})
+
+
+# --- rules that the v2.0 training_rules.adoc adds ----------------------------------------------------------
+def test_lars_momentum_is_fixed_at_0_9_below_batch_32k():
+    with pytest.raises(RuleError) as e:
+        check("reference", "closed", lars_opt_momentum=0.95)
+    msg = str(e.value)
+    assert "rule 'resnet/reference/lars_opt_momentum'" in msg and "0.95" in msg and "global_batch_size=3264" in msg
+    with pytest.raises(RuleError, match="lars_opt_momentum"):  # the batch changes, the momentum stays off 0.9
+        check("reference", "closed", global_batch_size=16384, lars_opt_momentum=0.93)
+    check("reference", "closed", global_batch_size=65536, lars_opt_momentum=0.95)  # from 32k on: any
+    check("reference", "closed", global_batch_size=1024)  # the default momentum 0.9 is fine at any batch
+    check("reference", "open", lars_opt_momentum=0.95)
+
+
+def ssd_check(division, **overrides):
+    bench = registry.benchmark("ssd")
+    rules = bench.closed_rules["reference"]
+    check_overrides("ssd", "reference", division, bench.recipes["reference"].as_dict(), rules, overrides)
+
+
+def test_ssd_warmup_epochs_are_a_whole_number_at_least_0():
+    ssd_check("closed", opt_learning_rate_warmup_epochs=0)
+    ssd_check("closed", opt_learning_rate_warmup_epochs=3)
+    for bad in (1.5, -1):
+        with pytest.raises(RuleError, match="rule 'ssd/reference/opt_learning_rate_warmup_epochs'.*whole number >= 0"):
+            ssd_check("closed", opt_learning_rate_warmup_epochs=bad)
+    assert (
+        registry.default_recipe("ssd", "reference").opt_learning_rate_warmup_epochs == 1
+    )  # an int, as the reference's

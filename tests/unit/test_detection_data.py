@@ -345,8 +345,53 @@ def test_ssd_reference_trains_on_group_boxes_as_mlperf_does(tmp_path):
     w.REFERENCE_CLASSES = None  # two classes stand in for the subset's 264
     w.load_data()
     assert (w.train_samples, w.eval_samples) == (1, 1)
-    assert w.train_set[0][1]["labels"].tolist() == [2, 1]  # the IsGroupOf box (iscrowd=1) is a target
-    assert w.val_set[0][1]["labels"].tolist() == [2]  # evaluation leaves crowds to COCOeval, as for COCO
+    # labels are the reference's: 0-based in the file's category order (its ids 0, 1 here)
+    assert w.train_set[0][1]["labels"].tolist() == [1, 0]  # the IsGroupOf box (iscrowd=1) is a target
+    assert w.val_set[0][1]["labels"].tolist() == [1]  # evaluation leaves crowds to COCOeval, as for COCO
+
+
+# --- the ssd reference's labels, head and resize, against the MLPerf v2.0 reference ------------------------
+def test_ssd_reference_labels_span_the_head_and_map_back_to_the_highest_category(tmp_path):
+    from trainperf.workloads.common.detection import fixtures, models
+
+    fixtures.write_openimages_mlperf(tmp_path / "ssd" / "reference")
+    w = _workload("ssd", "reference", tmp_path)
+    w.load_data()
+    assert w.train_index.num_classes == models.OPENIMAGES_MLPERF_CLASSES == 264
+    labels = {int(x) for i in range(len(w.train_set)) for x in w.train_set[i][1]["labels"]}
+    assert max(labels) == 263 and min(labels) == 0  # within a head of 264 columns (no background column)
+    results = coco.to_coco_results(
+        w.val_set[0][1]["image_id"],
+        torch.tensor([[20.0, 15.0, 100.0, 75.0], [0.0, 0.0, 10.0, 10.0]]),
+        torch.tensor([0.9, 0.8]),
+        torch.tensor([263, 0]),
+        w.val_index,
+    )
+    assert [r["category_id"] for r in results] == [263, 0]
+    assert 0 < coco.coco_map(w.val_index, results, "bbox") <= 1
+
+
+def test_a_detection_of_an_unused_label_is_left_out_not_a_key_error(tmp_path):
+    _openimages_mlperf(tmp_path)
+    index = coco.load_coco(*coco.openimages_mlperf_paths(tmp_path)[:2], need_masks=False)  # labels 1, 2
+    boxes = torch.tensor([[12.0, 9.0, 72.0, 54.0]] * 2)
+    results = coco.to_coco_results(0, boxes, torch.tensor([0.9, 0.7]), torch.tensor([0, 2]), index)
+    assert [r["category_id"] for r in results] == [1]
+
+
+def test_ssd_reference_resizes_to_exactly_800x800_without_keeping_the_aspect_ratio():
+    from trainperf.workloads.common.detection import models
+
+    transform = models.reference_retinanet().transform.train()
+    image = torch.rand(3, 100, 200)
+    target = {"boxes": torch.tensor([[20.0, 10.0, 120.0, 60.0]]), "labels": torch.tensor([263])}
+    batch, [out] = transform([image], [target])
+    assert tuple(batch.tensors.shape) == (1, 3, 800, 800) and batch.image_sizes == [(800, 800)]
+    assert out["boxes"].tolist() == [[80.0, 80.0, 480.0, 480.0]]  # x scaled by 4, y by 8
+    detections = [{"boxes": torch.tensor([[80.0, 80.0, 480.0, 480.0]])}]
+    transform.eval()  # detections map back to the original image's pixels
+    [mapped] = transform.postprocess(detections, [(800, 800)], [(100, 200)])
+    assert mapped["boxes"].tolist() == [[20.0, 10.0, 120.0, 60.0]]
 
 
 def test_reference_prepare_checks_the_layout_and_finds_the_backbone(tmp_path):
@@ -611,3 +656,23 @@ def test_undecodable_polygon_is_named_when_decoded(coco2017):
     ds = coco.CocoDetection(coco.load_coco(val_json, val_dir, need_masks=True), train=False)
     with pytest.raises(DataError, match=r"instances_val2017.json: annotation id 10 has a segmentation .* finite"):
         ds[1]
+
+
+def test_maskrcnn_smoke_fixture_is_coco2017_with_all_80_categories_and_crowds(tmp_path):
+    from trainperf.workloads.common.detection import fixtures, models
+
+    fixtures.write_coco2017(tmp_path / "maskrcnn" / "reference")
+    w = _workload("maskrcnn", "reference", tmp_path)
+    w.load_data()
+    assert w.train_index.num_classes == 80 and max(w.train_index.category_to_label) == 90
+    assert w.train_index.category_to_label[90] == 80 < models.COCO_CATEGORY_IDS  # within the head
+    crowds = [a for anns in w.val_index.annotations.values() for a in anns if a["iscrowd"]]
+    assert crowds and isinstance(crowds[0]["segmentation"]["counts"], list)  # uncompressed RLE, as COCO's
+    image, target = w.train_set[0]
+    assert target["labels"].tolist() == [80, 1]  # the crowd region is no training target
+    assert target["masks"].shape == (2, *image.shape[1:]) and int(target["masks"].sum()) > 0
+    first_val = w.val_set[0][1]["image_id"]
+    result = coco.to_coco_results(
+        first_val, torch.tensor([[20.0, 15.0, 100.0, 75.0]]), torch.tensor([0.9]), torch.tensor([80]), w.val_index
+    )
+    assert result[0]["category_id"] == 90 and 0 < coco.coco_map(w.val_index, result, "bbox") <= 1

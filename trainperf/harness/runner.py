@@ -6,6 +6,11 @@ blocks of training and evaluation, counted in the spec's progress unit -> ``run_
 ``success`` (target reached) or ``aborted`` (budget spent, dry run, or interrupted). The result is
 ``run_stop - run_start``; both are read after the device has synchronized, as the maximum over ranks.
 
+A reference smoke run (``RunConfig.smoke``) takes this same path on a tiny fixture in the reference's
+on-disk format: the real ``prepare`` and ``load_data``, ``SMOKE_STEPS`` optimizer steps on real batches
+of the dry run's micro-batch size, and one full evaluation; it ends ``aborted`` with the reason
+``smoke run`` (it is a check of the machine and the data path, never a result).
+
 The harness owns the step (:mod:`trainperf.harness.steps`), the clock, every log line and the global
 torch state; the workload gives losses and evaluations.
 """
@@ -39,6 +44,7 @@ from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
 
 DRY_RUN_STEPS = 3  # a dry run checks the whole path at full size, not convergence
 EVAL_DETAILS = "trainperf_eval_details"  # the fields of an evaluation beside the metric, one event per evaluation
+SMOKE_STEPS = 3  # a smoke run: a few real steps on the fixture, then one full evaluation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,7 +134,7 @@ def execute_run(
 
     The workload runs under its declared torch state, restored afterwards, and is always closed.
     """
-    if config.dry_run:
+    if config.dry_run or config.smoke:
         recipe = dry_run_recipe(workload_cls, spec, recipe, dist)
     check_batch(workload_cls, spec, recipe, dist)
     with torch_state(workload_cls.TORCH_STATE):
@@ -140,7 +146,7 @@ def execute_run(
 
 
 def dry_run_recipe(workload_cls: type[Workload], spec: BenchmarkSpec, recipe: Recipe, dist: DistContext) -> Recipe:
-    """A reference dry run trains the full-size model on small synthetic micro-batches (CPU-sized)."""
+    """A reference dry or smoke run trains the full-size model on small micro-batches (CPU-sized)."""
     local = workload_cls.DRY_RUN_LOCAL_BATCH
     if spec.scale != "reference" or not local:
         return recipe
@@ -255,6 +261,7 @@ class _Run:
         log.event("trainperf_division", config.division)
         log.event("trainperf_framework", f"PyTorch {torch.__version__}")
         log.event("trainperf_dry_run", config.dry_run)
+        log.event("trainperf_smoke", config.smoke)
         log.event("trainperf_world_size", self.dist.world_size)
         log.event("trainperf_progress_unit", spec.unit)
         log.event("trainperf_overrides", dict(config.overrides))  # hyperparameters changed from the default recipe
@@ -298,7 +305,8 @@ class _Run:
     def _train_until_done(self, model: torch.nn.Module, wall0: float) -> tuple[str, str, Stepper]:
         """Blocks of training, each followed by an evaluation, until the target or a budget."""
         w, spec = self.w, self.spec
-        schedule = Schedule.for_run(spec, w, dry_run_steps=DRY_RUN_STEPS if self.config.dry_run else None)
+        few = DRY_RUN_STEPS if self.config.dry_run else SMOKE_STEPS if self.config.smoke else None
+        schedule = Schedule.for_run(spec, w, dry_run_steps=few)
         stepper = self.stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule)
         batches = None if schedule.by_generation else self._batches()
         self.obs.run_started(spec, schedule.points[-1])
@@ -319,6 +327,8 @@ class _Run:
             self.log.end(constants.BLOCK_STOP, metadata={"first_epoch_num": first})
             value = self._evaluate(model, stepper.progress, wall0)
             over_time = (time.perf_counter() - wall0) / 60 > spec.max_minutes
+            if self.config.smoke:  # a tiny fixture's quality means nothing: never a result
+                return "aborted", "smoke run", stepper
             if spec.reached(value):
                 # The budget is strict: the target reached after it is an aborted run, as the report and
                 # the calibration count it.

@@ -15,6 +15,10 @@ link); a log line that cannot be written (a full disk) stops the suite at once a
 file; a finished log is fsynced before it is renamed into ``result_<i>.txt`` and its folder after. Partial
 files that a killed suite left behind are removed when the next suite takes the lock. The system name
 and the organization become file and folder names, so they are checked before anything is written.
+
+A folder holds one kind of run: timed runs, dry runs or smoke runs (``kind`` in ``trainperf.json``). A smoke
+suite writes its fixtures under ``<out>/smoke-data`` (:mod:`trainperf.harness.smoke`) and reads its data
+there, whatever ``--data-dir`` says.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,8 +38,9 @@ from typing import Any
 
 from trainperf import registry, seeds
 from trainperf.dist import DistContext
-from trainperf.errors import ResultsError, RunFailed, RunInterrupted, TrainperfError
+from trainperf.errors import NotAvailableError, ResultsError, RunFailed, RunInterrupted, TrainperfError, UsageError
 from trainperf.fileio import atomic_write_text, replace_durably
+from trainperf.harness import smoke
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
 from trainperf.results import first_values, parse_run, read_mllog
@@ -64,6 +69,7 @@ class SuiteOptions:
     system_name: str | None = None
     overrides: tuple[tuple[str, Any], ...] = ()  # --set KEY=VALUE, checked against the division's rules
     dry_run: bool = False
+    smoke: bool = False  # reference smoke runs on fixtures written under <out>/smoke-data
     drop_caches: bool = False
 
 
@@ -77,15 +83,17 @@ class BenchmarkSummary:
     interrupted: list[dict[str, Any]] = field(default_factory=list)  # kept aside, not results (see interrupted_runs)
 
 
-def _kind(dry_run: bool) -> str:
-    return "dry run" if dry_run else "timed"
+def _kind(dry_run: bool, smoke: bool = False) -> str:
+    return "dry run" if dry_run else "smoke run" if smoke else "timed"
 
 
-def _check_out_folder(out: Path, system: str, scale: str, dry_run: bool = False) -> None:
+def _check_out_folder(out: Path, system: str, scale: str, dry_run: bool = False, smoke: bool = False) -> None:
     """The output folder must be writable and, if it holds results, hold this system's, scale's and kind's.
 
-    A folder holds timed runs or dry runs, never both: a dry run is never resumed as a result.
+    A folder holds timed runs, dry runs or smoke runs, never two kinds: a dry or smoke run is never resumed
+    as a result, and a timed run never reads a smoke fixture.
     """
+    kind = _kind(dry_run, smoke)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=out, prefix=".probe", delete=True)
@@ -113,14 +121,14 @@ def _check_out_folder(out: Path, system: str, scale: str, dry_run: bool = False)
             raise ResultsError(
                 f"output folder {out} holds {other_scale}-scale results; this run is {scale}-scale: use another --out"
             )
-        if other_kind != _kind(dry_run):
+        if other_kind != kind:
             raise ResultsError(
-                f"output folder {out} holds {other_kind} results; this one is {'a dry run' if dry_run else 'a timed run'}: dry runs and "
-                "timed runs never share a folder (a dry run is not a result): use another --out"
+                f"output folder {out} holds {other_kind} results; this one is a {'timed run' if kind == 'timed' else kind}: timed, dry and smoke "
+                "runs never share a folder (a dry or smoke run is not a result): use another --out"
             )
     else:
         try:
-            meta = {"system": system, "scale": scale, "kind": _kind(dry_run)}
+            meta = {"system": system, "scale": scale, "kind": kind}
             atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")
         except OSError as e:
             raise ResultsError(
@@ -250,6 +258,7 @@ _SETTING_NAMES = {
     "submission_org": "organization (--org)",
     "trainperf_division": "division (--division)",
     "trainperf_dry_run": "dry run (--dry-run)",
+    "trainperf_smoke": "smoke run (--smoke)",
     "trainperf_overrides": "overrides (--set)",
     "trainperf_target": "target",
     "trainperf_code": "trainperf code",
@@ -279,6 +288,7 @@ def _expected_settings(options: SuiteOptions, spec: Any, seed: int | None) -> di
         "submission_org": options.org,
         "trainperf_division": options.division,
         "trainperf_dry_run": options.dry_run,
+        "trainperf_smoke": options.smoke,
         "trainperf_overrides": dict(options.overrides),
         "trainperf_target": spec.target_text,
         "trainperf_code": trainperf.code_hash(),
@@ -294,16 +304,42 @@ def run_suite(
     dist: DistContext,
     *,
     observer_for: Any = None,
+    announce: Callable[[str], None] | None = None,
 ) -> list[BenchmarkSummary]:
     """Run (or resume) every benchmark's runs; write result files and the summary on rank 0.
 
     Rank 0 holds the output folder's lock (:func:`hold_out_folder`) from before the first file is written
-    until the summary is; names and rules are checked before that.
+    until the summary is; names and rules are checked before that. ``announce`` hears what a user should
+    know before the runs start (where a smoke suite wrote its fixtures).
     """
     check_names(options)
+    check_kind(options)
     recipes = _checked_recipes(options)  # rules are checked before anything runs or is written
     with hold_out_folder(options.out) if dist.is_main else nullcontext():
-        return _run_suite(options, dist, recipes, observer_for=observer_for)
+        return _run_suite(options, dist, recipes, observer_for=observer_for, announce=announce)
+
+
+def check_kind(options: SuiteOptions) -> None:
+    """Every benchmark runs this kind of run at this scale: a smoke suite is a reference-scale check with a
+    fixture for every benchmark, and never a dry run; a scale that only dry-runs yet takes only dry runs."""
+    if not options.dry_run:
+        for key in options.benchmarks:
+            spec = registry.get_spec(key, options.scale)
+            if spec.dry_run_only:
+                raise NotAvailableError(
+                    f"{key} is not available yet at the {options.scale} scale: {spec.dry_run_only}. Only a dry run "
+                    "(--dry-run) checks it today"
+                )
+    if not options.smoke:
+        return
+    if options.dry_run:
+        raise UsageError("--smoke and --dry-run are two different checks: choose one")
+    if options.scale != "reference":
+        raise UsageError(
+            "--smoke checks the reference scale's data path on a tiny fixture; the mini scale already runs on "
+            "its real data in minutes: use --scale reference --smoke, or a mini run"
+        )
+    smoke.check_available(options.benchmarks)
 
 
 def _checked_recipes(options: SuiteOptions) -> dict[str, Any]:
@@ -325,14 +361,19 @@ def _checked_recipes(options: SuiteOptions) -> dict[str, Any]:
 
 
 def _run_suite(
-    options: SuiteOptions, dist: DistContext, recipes: dict[str, Any], *, observer_for: Any
+    options: SuiteOptions,
+    dist: DistContext,
+    recipes: dict[str, Any],
+    *,
+    observer_for: Any,
+    announce: Callable[[str], None] | None = None,
 ) -> list[BenchmarkSummary]:
     from trainperf.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
 
     overrides = dict(options.overrides)
     system = options.system_name or default_system_name(nodes=1)
     if dist.is_main:
-        _check_out_folder(options.out, system, options.scale, options.dry_run)
+        _check_out_folder(options.out, system, options.scale, options.dry_run, options.smoke)
         desc = describe_system(
             org=options.org,
             # the system JSON carries the MLPerf division the logs declare: mini runs are MLPerf "open"
@@ -341,6 +382,16 @@ def _run_suite(
             system_name=system,
         )
         write_system(desc, options.out / "systems" / f"{system}.json")
+    data_dir = options.data_dir
+    if options.smoke:
+        data_dir = smoke.fixture_root(options.out)
+        if dist.is_main:
+            for key in options.benchmarks:
+                folder, description = smoke.write_fixture(key, data_dir)
+                if announce is not None:
+                    announce(
+                        f"{key} smoke run: fixture in the reference layout at {folder} ({description}); not a result"
+                    )
     dist.barrier()
     submission = Submission(org=options.org, platform=system, status=SUBMISSION_STATUS[options.availability])
     summaries = []
@@ -371,7 +422,12 @@ def _run_suite(
             else:
                 seed, source = fixed_seed, seeds.SOURCE_FIXED
             config = RunConfig(
-                seed=seed, seed_source=source, dry_run=options.dry_run, division=options.division, overrides=overrides
+                seed=seed,
+                seed_source=source,
+                dry_run=options.dry_run,
+                smoke=options.smoke,
+                division=options.division,
+                overrides=overrides,
             )
             partial = result_dir / f".result_{i}.txt.{os.getpid()}-{secrets.token_hex(4)}.partial"
             log = RunLog(partial if dist.is_main else None)
@@ -384,7 +440,7 @@ def _run_suite(
                     config,
                     log=log,
                     submission=submission,
-                    data_dir=options.data_dir,
+                    data_dir=data_dir,
                     dist=dist,
                     observer=observer,
                     drop_caches=options.drop_caches,

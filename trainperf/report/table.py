@@ -28,6 +28,8 @@ def print_summary(console: Console, summaries: list[Any], options: Any) -> None:
         note = s.score.note or "valid olympic score"
         if options.dry_run:
             note = "dry run: synthetic data, not a result"
+        elif getattr(options, "smoke", False):
+            note = "smoke run: a tiny real-format fixture, not a result"
         if s.interrupted:
             note += f"; {len(s.interrupted)} interrupted run(s) kept aside, not counted"
         table.add_row(s.benchmark, str(len(s.runs)), f"{score} {label}", spread, s.target, f"{ok}/{len(s.runs)}", note)

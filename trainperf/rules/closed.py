@@ -1,8 +1,8 @@
 """Closed-division hyperparameter rules, as data, checked before a run starts.
 
 A benchmark's workload lists, per scale, the recipe keys a closed submission may change and how
-(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``); every other recipe key is fixed at the
-recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
+(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, and ``FixedBelow``, whose
+allowed values depend on another key of the recipe); every other recipe key is fixed at the recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
 evaluates text.
 """
 
@@ -65,6 +65,42 @@ class PowerOfTwoTimes:
         return f"{self.base:g} * 2^N for an integer N (e.g. {self.base / 2:g}, {self.base:g}, {self.base * 2:g})"
 
 
+@dataclass(frozen=True)
+class IntegerAtLeast:
+    """A whole number >= ``minimum`` (MLPerf RetinaNet's warm-up epochs: "integer >= 0")."""
+
+    minimum: int
+
+    def allows(self, value: Any, default: Any) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        return value == int(value) and value >= self.minimum
+
+    def describe(self, default: Any) -> str:
+        return f"a whole number >= {self.minimum}"
+
+
+@dataclass(frozen=True)
+class FixedBelow:
+    """Fixed at ``value`` while the recipe's ``key`` is below ``threshold``; any positive number from it on
+    (MLPerf ResNet's LARS momentum: "0.9 for batch<32k, otherwise arbitrary constant")."""
+
+    value: float
+    key: str
+    threshold: float
+
+    def allows_in(self, value: Any, recipe: Mapping[str, Any]) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            return False
+        return recipe[self.key] >= self.threshold or value == self.value
+
+    def allows(self, value: Any, default: Any) -> bool:  # without the rest of the recipe: the strict case
+        return value == self.value
+
+    def describe(self, default: Any) -> str:
+        return f"{self.value:g} while {self.key} < {self.threshold:g}, any positive number from {self.threshold:g} on"
+
+
 Rule = Tunable | OneOf | PowerOfTwoTimes
 
 
@@ -113,6 +149,7 @@ def check_overrides(
     overrides: Mapping[str, Any],
 ) -> None:
     """Raise before any run when an override is unknown or breaks a closed-division rule."""
+    final = {**recipe, **overrides}
     for key, value in overrides.items():
         if key not in recipe:
             raise UsageError(
@@ -129,8 +166,20 @@ def check_overrides(
                     f"closed division, rule '{benchmark}/{scale}/{key}': {key} is fixed at {default!r}; you gave "
                     f"{value!r}. Allowed: {default!r} only (use --division open to change it)"
                 )
+        elif isinstance(rule, FixedBelow):
+            continue  # checked below, against the whole recipe
         elif not rule.allows(value, default):
             raise RuleError(
                 f"closed division, rule '{benchmark}/{scale}/{key}': you gave {key}={value!r}; allowed: "
                 f"{rule.describe(default)} (use --division open for other values)"
             )
+    if division != "closed":
+        return
+    for key, rule in rules.items():  # rules that read other keys: checked whenever either key changed
+        if isinstance(rule, FixedBelow) and key in final and (key in overrides or rule.key in overrides):
+            if not rule.allows_in(final[key], final):
+                raise RuleError(
+                    f"closed division, rule '{benchmark}/{scale}/{key}': {key}={final[key]!r} with "
+                    f"{rule.key}={final[rule.key]!r}; allowed: {rule.describe(recipe[key])} "
+                    "(use --division open for other values)"
+                )

@@ -14,12 +14,21 @@ from typing import Any
 def poly_warmup(
     *, base_lr: float, end_lr: float, warmup_steps: int, decay_steps: int, power: float = 2.0
 ) -> Callable[[int], float]:
-    """Linear warm-up to ``base_lr``, then ``end_lr + (base_lr - end_lr) * (1 - t) ** power``."""
+    """MLPerf ResNet's LARS schedule as a LambdaLR multiplier of ``base_lr``, for the 0-based step ``s``
+    (mlcommons/training ``image_classification/tensorflow2/lars_util.py``): a linear warm-up to ``base_lr``
+    at ``s = warmup_steps``, then TF's polynomial decay,
+    ``end_lr + (base_lr - end_lr) * (1 - min(s - warmup_steps, decay_steps) / decay_steps) ** power``
+    (the reference's ``decay_steps`` is ``train_steps - warmup_steps + 1``).
+
+    One difference: the reference's warm-up is ``s / warmup_steps``, so its first step has rate 0 and
+    changes nothing; here it is ``(s + 1) / warmup_steps`` below ``warmup_steps``, so that every step
+    trains (a one-step shift of the warm-up; from ``warmup_steps`` on the rates are the reference's).
+    """
 
     def factor(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / warmup_steps
-        t = min(1.0, (step - warmup_steps) / max(1, decay_steps))
+        t = min(step - warmup_steps, decay_steps) / max(1, decay_steps)
         return (end_lr + (base_lr - end_lr) * (1.0 - t) ** power) / base_lr
 
     return factor

@@ -134,6 +134,7 @@ BENCHMARK = Benchmark(
         },
     },
     workload="trainperf.workloads.maskrcnn.workload:MaskRCNNWorkload",
+    smoke_fixture="trainperf.workloads.common.detection.fixtures:write_coco2017",
     mini_data=MINI_SCENES,  # shared with ssd
     history_aliases=("mask",),  # v0.6: Google named its Mask R-CNN results folder `mask`
 )

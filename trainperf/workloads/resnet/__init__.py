@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.rules.closed import OneOf, PowerOfTwoTimes, Tunable
+from trainperf.rules.closed import FixedBelow, OneOf, PowerOfTwoTimes, Tunable
 from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, MiniData, Recipe
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
 
@@ -121,7 +121,8 @@ BENCHMARK = Benchmark(
             "global_batch_size": Tunable(),
             "lars_opt_base_learning_rate": Tunable(),
             "lars_opt_learning_rate_warmup_epochs": Tunable(),
-            "lars_opt_momentum": Tunable(),
+            # training_rules.adoc (v2.0): "0.9 for batch<32k, otherwise arbitrary constant"
+            "lars_opt_momentum": FixedBelow(value=0.9, key="global_batch_size", threshold=32 * 1024),
             "lars_opt_weight_decay": PowerOfTwoTimes(1e-4),
             "label_smoothing": OneOf((0.0, 0.1)),
             "train_epochs": Tunable(),
@@ -134,6 +135,7 @@ BENCHMARK = Benchmark(
         },
     },
     workload="trainperf.workloads.resnet.workload:ResNetWorkload",
+    smoke_fixture="trainperf.workloads.resnet.data:write_smoke_fixture",
     mini_data=MiniData(
         description="Fashion-MNIST IDX files from Debian's dataset-fashion-mnist",
         prepare="trainperf.workloads.resnet.data:prepare_mini",

@@ -6,7 +6,12 @@ offline from Debian's ``dataset-fashion-mnist`` package, decompressed and checks
 size) and names the file and the fix when one is wrong.
 
 reference: ImageNet-1k in the standard layout ``<root>/train/<wnid>/*.JPEG`` and
-``<root>/val/<wnid>/*.JPEG``, read with torchvision's ImageFolder and the reference's transforms.
+``<root>/val/<wnid>/*.JPEG``, read with torchvision's ImageFolder and the reference's transforms
+(mlcommons/training ``image_classification/tensorflow2/imagenet_preprocessing.py``): training crops
+cover 5-100 % of the image at aspect ratios 3/4-4/3, resized to 224x224 without keeping the aspect
+ratio and flipped at random; evaluation resizes the shorter side to 256 and crops the central 224x224;
+both subtract the reference's per-channel means on the 0-255 scale and divide by nothing.
+:func:`write_smoke_fixture` writes a tiny data set in this layout for ``--smoke``.
 """
 
 from __future__ import annotations
@@ -168,6 +173,14 @@ def prepare_mini(data_dir: Path, *, source: Path = DEBIAN_DIR) -> list[Path]:
     return written
 
 
+# The reference's preprocessing constants (imagenet_preprocessing.py): _R_MEAN, _G_MEAN, _B_MEAN on the
+# 0-255 scale, no division by a deviation; sample_distorted_bounding_box's area and aspect ranges.
+REFERENCE_MEAN_255 = (123.68, 116.78, 103.94)
+CROP_AREA = (0.05, 1.0)
+CROP_ASPECT = (0.75, 1.33)
+IMAGENET_CLASSES = 1000
+
+
 def check_imagenet_layout(root: Path) -> None:
     """Before the clock: the ImageNet folders exist (no image is read)."""
     for split in ("train", "val"):
@@ -178,17 +191,21 @@ def check_imagenet_layout(root: Path) -> None:
             )
 
 
-def imagenet_datasets(root: Path):
-    """ImageNet train and val as torchvision ImageFolders with the reference's transforms."""
+def imagenet_datasets(root: Path, *, classes: int | None = IMAGENET_CLASSES):
+    """ImageNet train and val as torchvision ImageFolders with the reference's transforms.
+
+    ``classes``: how many class folders there must be (None: any number up to 1000, as a smoke fixture has).
+    """
     from torchvision import datasets, transforms
 
     check_imagenet_layout(root)
-    normalize = transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    # ToTensor gives x / 255; (x / 255 - mean / 255) / (1 / 255) = x - mean, the reference's input.
+    normalize = transforms.Normalize(mean=[m / 255 for m in REFERENCE_MEAN_255], std=[1 / 255] * 3)
     train = datasets.ImageFolder(
         root / "train",
         transforms.Compose(
             [
-                transforms.RandomResizedCrop(224),
+                transforms.RandomResizedCrop(224, scale=CROP_AREA, ratio=CROP_ASPECT),
                 transforms.RandomHorizontalFlip(),
                 transforms.ToTensor(),
                 normalize,
@@ -201,4 +218,46 @@ def imagenet_datasets(root: Path):
     )
     if train.classes != val.classes:
         raise DataError(f"ImageNet train and val under {root} have different class folders")
+    found = len(train.classes)
+    if (classes is not None and found != classes) or found > IMAGENET_CLASSES:
+        raise DataError(
+            f"ImageNet under {root} has {found} class folders in train/ and val/; the reference model is "
+            f"built for {IMAGENET_CLASSES} (one folder per wnid): sort val into its class folders and remove others"
+        )
     return train, val
+
+
+# A few real ImageNet wnids, the first and the last of the sorted 1000 among them.
+SMOKE_WNIDS = ("n01440764", "n01443537", "n02085620", "n02123045", "n03000134", "n04037443", "n07747607", "n15075141")
+SMOKE_TRAIN_PER_CLASS, SMOKE_VAL_PER_CLASS = 3, 2
+
+
+def write_smoke_fixture(root: Path) -> str:
+    """A tiny ImageNet in the reference layout under ``root`` (``train/<wnid>/*.JPEG``, ``val/<wnid>/*.JPEG``).
+
+    JPEGs of several sizes and aspect ratios, each class a colour of its own; as in ImageNet, a few are
+    greyscale or CMYK, which the loader must turn into RGB. Deterministic.
+    """
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    count = 0
+    for split, per_class in (("train", SMOKE_TRAIN_PER_CLASS), ("val", SMOKE_VAL_PER_CLASS)):
+        for c, wnid in enumerate(SMOKE_WNIDS):
+            folder = root / split / wnid
+            folder.mkdir(parents=True, exist_ok=True)
+            colour = np.array([(37 * c) % 256, (91 * c + 60) % 256, (151 * c + 120) % 256], dtype=np.float64)
+            for i in range(per_class):
+                h, w = int(rng.integers(40, 120)), int(rng.integers(40, 120))
+                pixels = np.clip(colour + rng.normal(0, 40, (h, w, 3)), 0, 255).astype(np.uint8)
+                image = Image.fromarray(pixels, "RGB")
+                if count % 7 == 3:
+                    image = image.convert("L")
+                elif count % 7 == 5:
+                    image = image.convert("CMYK")
+                image.save(folder / f"{wnid}_{split}_{i}.JPEG", "JPEG", quality=90)
+                count += 1
+    return (
+        f"{len(SMOKE_WNIDS)} classes, {SMOKE_TRAIN_PER_CLASS} train and {SMOKE_VAL_PER_CLASS} val JPEGs each, "
+        "some greyscale or CMYK"
+    )

@@ -12,12 +12,42 @@ from torchvision.models.resnet import Bottleneck
 
 
 def reference_resnet50(num_classes: int = 1000) -> nn.Module:
-    """ResNet-50 v1.5 (stride on the 3x3 convolution), 25.56 M parameters for 1000 classes.
+    """ResNet-50 v1.5 (stride on the 3x3 convolution), 25.56 M parameters for 1000 classes, initialized as
+    the MLPerf v2.0 reference initializes it.
 
-    torchvision's ResNet-50 is v1.5; MLPerf v2.0 additionally zero-initializes the last BN gamma of
-    every residual branch, which torchvision offers as ``zero_init_residual``.
+    The reference (mlcommons/training ``image_classification/tensorflow2/resnet_model.py``) initializes
+    every convolution with Keras' ``he_normal`` (a normal of standard deviation sqrt(2 / fan_in), truncated
+    at two standard deviations and rescaled so that the truncated distribution keeps that deviation), the
+    classifier's weights from N(0, 0.01) and its bias at 0, and every batch norm at gamma 1, beta 0: no
+    zero-initialized residual branch. torchvision's ResNet-50 has the v1.5 architecture; its own
+    initialization (fan-out He normal, uniform classifier) is replaced by the reference's.
     """
-    return resnet50(weights=None, num_classes=num_classes, zero_init_residual=True)
+    model = resnet50(weights=None, num_classes=num_classes, zero_init_residual=False)
+    reference_init_(model)
+    return model
+
+
+# Keras' truncated-normal VarianceScaling divides the deviation by the deviation of a standard normal
+# truncated to [-2, 2], so that the truncated samples have the intended deviation.
+_TRUNCATED_STD = 0.87962566103423978
+
+
+@torch.no_grad()
+def reference_init_(model: nn.Module) -> nn.Module:
+    """The reference's initialization, in place: truncated-normal He (fan-in) convolutions, N(0, 0.01)
+    classifier with a zero bias, batch norms at gamma 1 and beta 0."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            fan_in = m.in_channels // m.groups * m.kernel_size[0] * m.kernel_size[1]
+            std = (2.0 / fan_in) ** 0.5 / _TRUNCATED_STD
+            nn.init.trunc_normal_(m.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, mean=0.0, std=0.01)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+    return model
 
 
 class MiniResNet(nn.Module):
@@ -67,7 +97,7 @@ class MiniResNet(nn.Module):
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             elif isinstance(m, Bottleneck):
-                nn.init.zeros_(m.bn3.weight)  # zero-init residual, as the reference does
+                nn.init.zeros_(m.bn3.weight)  # zero-init residual: the mini model's choice (the reference has none)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stages(self.stem(x))

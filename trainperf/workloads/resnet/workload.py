@@ -40,7 +40,9 @@ class ResNetWorkload(Workload):
             self.xtr, self.ytr, self.xte, self.yte = data.load_mini(self.data_dir)
             self._loaded = (len(self.ytr), len(self.yte))
         else:
-            self.train_set, self.val_set = data.imagenet_datasets(self.data_dir / "resnet" / "reference")
+            root = self.data_dir / "resnet" / "reference"
+            classes = None if self.smoke else data.IMAGENET_CLASSES  # a smoke fixture holds a few classes
+            self.train_set, self.val_set = data.imagenet_datasets(root, classes=classes)
             self._loaded = (len(self.train_set), len(self.val_set))
 
     @property
@@ -64,27 +66,27 @@ class ResNetWorkload(Workload):
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         r = self.recipe
-        # No weight decay (and, for LARS, no layer-wise adaptation) on BN parameters and biases, as the
-        # reference does.
+        # No weight decay (and, for LARS, no layer-wise adaptation) on BN parameters and biases: the
+        # reference's LARS skip list ('batch_normalization', 'bias', 'bn').
         decay = [p for p in model.parameters() if p.ndim > 1]
         no_decay = [p for p in model.parameters() if p.ndim <= 1]
         spe = self.steps_per_epoch
         if r.opt_name == "lars":
-            from timm.optim import Lars
+            from trainperf.workloads.resnet.lars import ReferenceLars
 
             groups = [
-                {"params": decay, "weight_decay": r.lars_opt_weight_decay},
-                {"params": no_decay, "weight_decay": 0.0},
+                {"params": decay, "weight_decay": r.lars_opt_weight_decay, "adapt": True},
+                {"params": no_decay, "weight_decay": 0.0, "adapt": False},
             ]
-            opt = Lars(
+            opt = ReferenceLars(
                 groups,
                 lr=r.lars_opt_base_learning_rate,
                 momentum=r.lars_opt_momentum,
-                trust_coeff=r.lars_opt_trust_coefficient,
+                trust_coefficient=r.lars_opt_trust_coefficient,
                 eps=r.lars_epsilon,
             )
             warmup = round(r.lars_opt_learning_rate_warmup_epochs * spe)
-            self.decay_steps = max(1, round(r.train_epochs * spe) - warmup)
+            self.decay_steps = max(1, round(r.train_epochs * spe) - warmup + 1)  # the reference's, logged as it logs it
             factor = poly_warmup(
                 base_lr=r.lars_opt_base_learning_rate,
                 end_lr=r.lars_opt_end_learning_rate,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.rules.closed import Tunable
+from trainperf.rules.closed import IntegerAtLeast, Tunable
 from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, Recipe
 from trainperf.workloads.common.detection import MINI_SCENES
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
@@ -30,7 +30,7 @@ class ReferenceRecipe(Recipe):
     opt_name: str = "adam"
     opt_base_learning_rate: float
     opt_weight_decay: float
-    opt_learning_rate_warmup_epochs: float
+    opt_learning_rate_warmup_epochs: int  # whole epochs, as the reference's --warmup-epochs (type=int)
     opt_learning_rate_warmup_factor: float
     backbone_checkpoint: str = ""  # "" -> <data-dir>/ssd/reference/resnext50_32x4d.pth
 
@@ -50,7 +50,7 @@ REFERENCE_RECIPE = ReferenceRecipe(
     global_batch_size=256,
     opt_base_learning_rate=0.0001,
     opt_weight_decay=0.0,
-    opt_learning_rate_warmup_epochs=1.0,
+    opt_learning_rate_warmup_epochs=1,
     opt_learning_rate_warmup_factor=0.001,
 )
 
@@ -100,7 +100,8 @@ BENCHMARK = Benchmark(
         "reference": {
             "global_batch_size": Tunable(),
             "opt_base_learning_rate": Tunable(),
-            "opt_learning_rate_warmup_epochs": Tunable(),
+            # training_rules.adoc (v2.0, ssd adam): "integer >= 0"
+            "opt_learning_rate_warmup_epochs": IntegerAtLeast(0),
             "opt_learning_rate_warmup_factor": Tunable(),
             "backbone_checkpoint": Tunable(),
         },
@@ -112,6 +113,7 @@ BENCHMARK = Benchmark(
         },
     },
     workload="trainperf.workloads.ssd.workload:SSDWorkload",
+    smoke_fixture="trainperf.workloads.common.detection.fixtures:write_openimages_mlperf",
     mini_data=MINI_SCENES,  # shared with maskrcnn
     history_redefined=(
         "v2.0",

@@ -23,6 +23,10 @@ class SSDWorkload(DetectionWorkload):
     # The reference trains on OpenImages' group boxes too: MLCommons' get_openimages builds its dataset
     # with ConvertCocoPolysToMask(filter_iscrowd=False), and the conversion marks IsGroupOf as iscrowd=1.
     REFERENCE_KEEP_CROWD = True
+    # The reference takes an OpenImages category id as its label (coco_utils.ConvertCocoPolysToMask) on a
+    # head of one column per category (num_classes=264); the MLPerf file's ids are 0..263 in order, so
+    # 0-based labels in the file's order are the reference's labels.
+    REFERENCE_FIRST_LABEL = 0
 
     def reference_paths(self, root: Path) -> tuple[Path, Path, Path, Path]:
         return coco.openimages_mlperf_paths(root)

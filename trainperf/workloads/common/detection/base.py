@@ -40,6 +40,7 @@ class DetectionWorkload(Workload):
     MINI_EVAL_BATCH = 50
     DATA_WORKERS = {"mini": 0, "reference": 8}  # mini decodes in the training process (two cores in all)
     REFERENCE_KEEP_CROWD = False  # train on iscrowd=1 boxes at the reference scale (ssd's OpenImages groups)
+    REFERENCE_FIRST_LABEL = 1  # the reference model's label of the file's first category (0: no background label)
 
     _loaded: tuple[int, int] | None = None  # (train, eval) sizes once the data is read
     _backbone: Path | None = None  # the pretrained backbone, once prepare() has found where it is
@@ -75,18 +76,21 @@ class DetectionWorkload(Workload):
         self.reference_paths(self.reference_root)
         # build_model (next, also untimed) loads it and says clearly when the file is missing.
         self._backbone = Path(self.recipe.backbone_checkpoint or self.reference_root / self.BACKBONE_FILE)
+        if self.smoke and not self.recipe.backbone_checkpoint and not self._backbone.exists():
+            self._backbone = None  # a smoke fixture has no pretrained backbone: random weights, as a dry run
 
     def load_data(self) -> None:
         """Parse and validate the annotation files (one DataError naming the file and annotation id) and
         check that every image file exists; images are decoded as training reads them."""
         if self.spec.scale == "mini":
-            paths, classes, keep_crowd = coco.mini_paths(self.data_dir), MINI_CLASSES, False
+            paths, classes, keep_crowd, first = coco.mini_paths(self.data_dir), MINI_CLASSES, False, 1
         else:
             paths = self.reference_paths(self.reference_root)
             classes, keep_crowd = self.REFERENCE_CLASSES, self.REFERENCE_KEEP_CROWD
+            first = self.REFERENCE_FIRST_LABEL
         train_json, train_dir, val_json, val_dir = paths
-        self.train_index = coco.load_coco(train_json, train_dir, need_masks=self.NEED_MASKS)
-        self.val_index = coco.load_coco(val_json, val_dir, need_masks=self.NEED_MASKS)
+        self.train_index = coco.load_coco(train_json, train_dir, need_masks=self.NEED_MASKS, first_label=first)
+        self.val_index = coco.load_coco(val_json, val_dir, need_masks=self.NEED_MASKS, first_label=first)
         if self.train_index.category_to_label != self.val_index.category_to_label:
             raise DataError(f"{train_json} and {val_json} declare different categories; they must be the same")
         if classes is not None and self.train_index.num_classes != classes:

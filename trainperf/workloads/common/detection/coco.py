@@ -109,8 +109,10 @@ class CocoIndex:
     """A validated COCO annotation file and its image folder.
 
     ``images`` keeps the file's order; ``annotations`` maps image id to its annotations (crowd ones
-    included: evaluation needs them, training skips them). Labels are contiguous 1..K in the order of
-    the file's categories; ``coco`` is pycocotools' COCO object, built on first use.
+    included: evaluation needs them, training skips them). Labels are contiguous in the order of the
+    file's categories, from ``first_label`` (1 where the model keeps label 0 for the background, as
+    torchvision's two-stage detectors do; 0 for the ssd reference, whose head has one column per category);
+    ``coco`` is pycocotools' COCO object, built on first use.
     """
 
     json_path: Path
@@ -290,8 +292,11 @@ def _check_image_files(json_path: Path, image_dir: Path, images: list[dict]) -> 
         )
 
 
-def load_coco(json_path: Path, image_dir: Path, *, need_masks: bool) -> CocoIndex:
-    """Read and validate a COCO instances file and check that every image file exists."""
+def load_coco(json_path: Path, image_dir: Path, *, need_masks: bool, first_label: int = 1) -> CocoIndex:
+    """Read and validate a COCO instances file and check that every image file exists.
+
+    The file's categories, in its order, become labels ``first_label``, ``first_label + 1``, ...
+    """
     json_path, image_dir = Path(json_path), Path(image_dir)
     data = _read_json(json_path)
     try:
@@ -299,7 +304,7 @@ def load_coco(json_path: Path, image_dir: Path, *, need_masks: bool) -> CocoInde
     except _Problem as e:
         raise DataError(f"annotation file {json_path}: {e}") from None
     _check_image_files(json_path, image_dir, image_list)
-    category_to_label = {c: i + 1 for i, c in enumerate(category_ids)}
+    category_to_label = {c: i + first_label for i, c in enumerate(category_ids)}
     return CocoIndex(
         json_path=json_path,
         image_dir=image_dir,
@@ -357,7 +362,7 @@ def read_image(path: Path, height: int | None = None, width: int | None = None) 
 class CocoDetection(torch.utils.data.Dataset):
     """``(image, target)`` pairs: image float32 (3, H, W) in [0, 1]; target as torchvision's detectors take it.
 
-    target: ``boxes`` float32 (N, 4) xyxy pixels, ``labels`` int64 (N,) in 1..K, ``image_id`` int and,
+    target: ``boxes`` float32 (N, 4) xyxy pixels, ``labels`` int64 (N,) (the index's labels), ``image_id`` int and,
     when the index was loaded with ``need_masks``, ``masks`` uint8 (N, H, W). Crowd annotations are left
     out of the targets unless ``keep_crowd`` (the ssd reference trains on OpenImages' group boxes, which
     its conversion marks iscrowd=1), and so are zero-sized boxes. With ``train=True`` images without any

@@ -132,9 +132,13 @@ def to_coco_results(
 ) -> list[dict[str, Any]]:
     """COCO result dicts for one image's detections.
 
-    ``boxes_xyxy`` (N, 4) in the original image's pixels, ``scores`` (N,), ``labels`` (N,) contiguous
-    1..K (mapped back to category ids with ``index.label_to_category``), ``masks`` optional (N, 1, H, W)
+    ``boxes_xyxy`` (N, 4) in the original image's pixels, ``scores`` (N,), ``labels`` (N,) the index's
+    labels (mapped back to category ids with ``index.label_to_category``), ``masks`` optional (N, 1, H, W)
     probabilities, binarized at ``mask_threshold`` and written as RLE with str counts (JSON-ready).
+
+    A detection whose label is no category's is left out: a RetinaNet head with a column for label 0
+    that the data never uses (1-based labels) can still score it above the threshold, and such a
+    detection names no category a COCO result could carry.
     """
     from pycocotools import mask as mask_utils
 
@@ -142,6 +146,10 @@ def to_coco_results(
     xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], axis=1)
     score_list = scores.detach().cpu().double().tolist()
     label_list = labels.detach().cpu().long().tolist()
+    known = [i for i, label in enumerate(label_list) if label in index.label_to_category]
+    if len(known) < len(label_list):
+        xywh, score_list, label_list = xywh[known], [score_list[i] for i in known], [label_list[i] for i in known]
+        masks = masks[known] if masks is not None else None
     results = [
         {
             "image_id": int(image_id),

@@ -4,8 +4,9 @@ Both are torchvision's detection models (``torchvision.models.detection``): the 
 anchor matching, box coding, NMS and post-processing at both scales. Only the backbone and the sizes
 change.
 
-reference: the MLPerf v2.0 models. RetinaNet with a ResNeXt50-32x4d FPN (P3-P7, 264 OpenImages classes,
-800x800 images, frozen BatchNorm, stem and layer1 frozen); Mask R-CNN R50-FPN (COCO's 91 category ids,
+reference: the MLPerf v2.0 models. RetinaNet with a ResNeXt50-32x4d FPN (P3-P7, one head column per
+OpenImages class, 264, labels 0..263; every image resized to exactly 800x800 without keeping its aspect
+ratio, as the reference's transform does; frozen BatchNorm, stem and layer1 frozen); Mask R-CNN R50-FPN (COCO's 91 category ids,
 images 800-1333 px, frozen BatchNorm, stem and layer1 frozen). Backbone weights pretrained on ImageNet are
 loaded from a user-supplied checkpoint (nothing is downloaded).
 
@@ -170,7 +171,15 @@ def mini_maskrcnn(num_classes: int) -> MaskRCNN:
 
 
 def reference_retinanet(image_size: int = 800) -> RetinaNet:
-    """MLPerf v2.0 ssd: RetinaNet, ResNeXt50-32x4d FPN P3-P7, 264 classes, 800x800, frozen BN, 3 trainable stages."""
+    """MLPerf v2.0 ssd: RetinaNet, ResNeXt50-32x4d FPN P3-P7, 264 classes, 800x800, frozen BN, 3 trainable stages.
+
+    As in the reference (mlcommons/training ``single_stage_detector/ssd/model/retinanet.py`` and
+    ``transform.py``): the classification head has one column per category and no background column
+    (the focal loss's background is all zeros), so labels are 0..263 (``num_classes=264``); every image is
+    resized to exactly ``image_size`` x ``image_size`` with bilinear interpolation, without keeping its
+    aspect ratio (torchvision's ``fixed_size``; the boxes are scaled per axis, detections mapped back to
+    the original image).
+    """
     backbone = resnet_fpn_backbone(
         backbone_name="resnext50_32x4d",
         weights=None,  # ImageNet weights come from a user-supplied checkpoint (load_backbone_checkpoint)
@@ -181,10 +190,11 @@ def reference_retinanet(image_size: int = 800) -> RetinaNet:
     return RetinaNet(
         backbone,
         num_classes=OPENIMAGES_MLPERF_CLASSES,
-        min_size=image_size,
+        min_size=image_size,  # not used: fixed_size decides the size
         max_size=image_size,
         image_mean=list(IMAGENET_MEAN),
         image_std=list(IMAGENET_STD),
+        fixed_size=(image_size, image_size),  # (width, height)
     )
 
 

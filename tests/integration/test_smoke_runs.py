@@ -1,0 +1,50 @@
+"""Reference smoke runs (`trainperf run BENCH --scale reference --smoke`): a tiny fixture in the reference's
+on-disk format, the real loader, a few real training steps of the full-size model and a full evaluation.
+
+Each is what a user checking a new machine runs, and each catches what dry runs on synthetic batches
+cannot: ssd's fixture holds boxes of the highest OpenImages category id (263), which a head without a
+column for it cannot train on; resnet's holds greyscale and CMYK JPEGs among the RGB ones.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from trainperf.results import first_values, parse_run, read_mllog
+
+
+def trainperf(*args, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", "trainperf", *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _smoke(key, out):
+    r = trainperf("run", key, "--scale", "reference", "--smoke", "--seed", "1", "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{key} smoke run: fixture in the reference layout at {out / 'smoke-data' / key / 'reference'}" in r.stdout
+    assert "not a result" in r.stdout
+    [log] = list((out / "results").rglob("result_0.txt"))
+    first = first_values(read_mllog(log))
+    assert first["trainperf_smoke"] is True and first["trainperf_dry_run"] is False
+    assert parse_run(log).status == "aborted"  # never a result
+    assert json.loads((out / "trainperf.json").read_text())["kind"] == "smoke run"
+    return first
+
+
+@pytest.mark.parametrize("key", ["resnet", "ssd"])
+def test_reference_smoke_run_reads_the_real_format_trains_and_evaluates(tmp_path, key):
+    out = tmp_path / "o"
+    first = _smoke(key, out)
+    # the fixture, read by the real loader: its sizes, not the real data set's
+    sizes = {"resnet": (24, 16), "ssd": (4, 2)}[key]
+    assert (first["train_samples"], first["eval_samples"]) == sizes
+    accuracy = first["eval_accuracy"]
+    assert 0.0 <= accuracy <= 1.0  # a real evaluation over the whole fixture (a dry run logs 0 without one)
+    # a timed run never resumes from a smoke run's folder, nor reads its fixture
+    r = trainperf("run", key, "--scale", "reference", "--out", out)
+    assert r.returncode == 2 and "holds smoke run results" in r.stderr and "Traceback" not in r.stderr
