@@ -44,6 +44,7 @@ def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir
     spec = registry.get_spec("resnet", "mini")
     made_here = {
         "trainperf_dry_run": False,
+        "trainperf_smoke": False,
         "trainperf_overrides": {},
         "trainperf_target": spec.target_text,
         "trainperf_code": trainperf.code_hash(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -50,7 +51,7 @@ def test_bad_annotation_names_file_and_id_and_counts_the_run_as_aborted(tmp_path
     # Before the clock a run checks only that the files are there (the manifest); the annotation files
     # are parsed and validated on the clock, after run_start. A bad one stops the run there with one
     # clear error; the run had started, so it stays a result, aborted, counted as not converged.
-    from trainperf.workloads.common.detection import coco
+    from trainperf.workloads.common.detection import coco, scenes
 
     bad = _scenes_with_own_annotations(data_dir, tmp_path / "data")
     _, _, val_json, _ = coco.mini_paths(bad)
@@ -58,6 +59,14 @@ def test_bad_annotation_names_file_and_id_and_counts_the_run_as_aborted(tmp_path
     victim = doc["annotations"][3]
     victim["category_id"] = 99  # not declared in "categories"
     val_json.write_text(json.dumps(doc))
+    # the manifest vouches for the edited file (as for a data set prepared by a faulty generator): the
+    # checks before the clock pass, and the annotation's meaning is what is wrong
+    manifest_path = scenes.mini_root(bad) / scenes.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    name = "annotations/instances_val.json"
+    manifest["files"][name] = hashlib.sha256(val_json.read_bytes()).hexdigest()
+    manifest["sizes"][name] = val_json.stat().st_size
+    manifest_path.write_text(json.dumps(manifest))
     r = trainperf("run", key, "--data-dir", bad, "--out", tmp_path / "o")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "instances_val.json" in r.stderr and f"annotation id {victim['id']}" in r.stderr and "99" in r.stderr
