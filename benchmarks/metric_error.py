@@ -45,7 +45,7 @@ from trainperf.spec import RunConfig
 from trainperf.workloads.common.detection.evaluation import ResampledMap, coco_map, resampled
 
 # The workload method that gives one evaluation's per-image outcomes, which its ``evaluate`` reduces.
-PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections"}
+PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections", "bert": "masked_lm_hits"}
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
 
@@ -93,6 +93,12 @@ def train_to_target(key: str, seed: int, data_dir: Path, minutes: float | None) 
 def top1_metric(hits: torch.Tensor) -> tuple[int, Metric]:
     correct = hits.numpy().astype(np.float64)
     return len(correct), lambda draw: {"top1": float(correct[draw].mean())}
+
+
+def mlm_metric(hits: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """bert: examples are resampled; accuracy is the resampled examples' correct predictions over their masked tokens."""
+    correct, counts = (np.asarray(h, dtype=np.float64) for h in hits)
+    return len(counts), lambda draw: {"mlm_accuracy": float(correct[draw].sum() / counts[draw].sum())}
 
 
 def map_metric(workload: Any, detections: list[dict[str, Any]], check: int, console: Console) -> tuple[int, Metric]:
@@ -175,6 +181,8 @@ def main() -> int:
     trained = time.perf_counter() - t0
     if a.benchmark == "resnet":
         n, metric = top1_metric(outcomes)
+    elif a.benchmark == "bert":
+        n, metric = mlm_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

@@ -30,6 +30,9 @@ def data_dir() -> Path:
     from trainperf.workloads.common.detection import coco
 
     coco.prepare_mini(root)  # the ssd and maskrcnn scenes, composed from the Fashion-MNIST objects above
+    from trainperf.workloads.bert import mini as bert_mini
+
+    bert_mini.prepare_mini(root)  # the bert corpus from Debian's dict-gcide, wordnet-base and python3-doc
     return root
 
 
