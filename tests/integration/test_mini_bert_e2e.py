@@ -12,7 +12,7 @@ from trainperf.results import first_values, parse_run, read_mllog
 from trainperf.rules.compliance import check_log
 
 pytestmark = pytest.mark.slow
-SEED = 100001  # a calibration seed that reached the target (README.md beside bert/workload.py)
+SEED = 100007  # a calibration seed that reached the target, at 22,400 samples (README.md beside bert/workload.py)
 
 
 def test_mini_bert_reaches_target_and_passes_the_checker(tmp_path, data_dir):

@@ -161,3 +161,14 @@ def test_the_mini_split_keeps_evaluation_text_out_of_training():
     assert evaluation and all(shared not in d for d in evaluation)
     seen = {s for d in train for s in d}
     assert not any(s in seen for d in evaluation for s in d)
+
+
+def test_a_mini_run_without_prepared_data_stops_before_the_clock(tmp_path):
+    from trainperf import registry
+    from trainperf.dist import DistContext
+    from trainperf.spec import RunConfig
+
+    spec, recipe = registry.get_spec("bert", "mini"), registry.default_recipe("bert", "mini")
+    w = registry.workload_class("bert")(spec, recipe, RunConfig(seed=1), data_dir=tmp_path, dist=DistContext())
+    with pytest.raises(DataError, match=r"bert mini data: .*manifest.json is missing.*trainperf data prepare bert"):
+        w.prepare()
