@@ -147,3 +147,26 @@ def test_fit_box_grows_and_shrinks_to_the_patch_inside_the_volume():
         for _ in range(20):
             lo, hi = fit_box(rng, start, stop, 32, size)
             assert hi - lo == 32 and 0 <= lo and hi <= size
+
+
+def test_bad_case_stops_a_run_before_the_clock_with_no_result(tmp_path):
+    import subprocess
+    import sys
+
+    root = tmp_path / "data" / "unet3d" / "reference"
+    generator.write_smoke_fixture(root)
+    path = root / "case_00003" / data.LABEL_FILE
+    path.write_bytes(path.read_bytes()[:300])  # truncated
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-m", "trainperf", "run", "unet3d", "--scale", "reference", "--seed", "1"]
+        + ["--data-dir", str(tmp_path / "data"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "KiTS19 case_00003:" in r.stderr and "truncated or corrupt" in r.stderr
+    logs = list(out.rglob("result_*.txt")) if out.exists() else []
+    assert all('"run_start"' not in p.read_text() for p in logs)  # stopped before the clock
+    assert not any(p.name == "result_0.txt" for p in logs)
