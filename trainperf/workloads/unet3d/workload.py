@@ -41,7 +41,6 @@ FLAVOURS = {
 # A reference dry or smoke run on a CPU trains and evaluates 64^3 patches of the full-size model (a 128^3
 # step takes about 30 s and 5.5 GB on two cores); the shapes it used are the ones it logs.
 CPU_CHECK_PATCH = (64, 64, 64)
-REFERENCE_WORKERS = 8
 
 
 class UNet3DWorkload(Workload):
