@@ -3,13 +3,15 @@
     python benchmarks/metric_error.py resnet
     python benchmarks/metric_error.py ssd --resamples 200
     python benchmarks/metric_error.py maskrcnn --seed 100002
+    python benchmarks/metric_error.py unet3d
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
 evaluation, of a model near the target. That evaluation's per-image outcomes are kept (resnet: whether the
-top-1 class is right; ssd and maskrcnn: the detections), and the evaluation images are resampled with
-replacement B times. Each resample is scored with the workload's own metric code: top-1 is the mean of the
-hits; mAP is pycocotools' COCOeval on the resampled image set, where an image drawn twice counts twice
+top-1 class is right; ssd and maskrcnn: the detections; unet3d: each case's kidney and tumour Dice), and the
+evaluation images (unet3d: cases) are resampled with replacement B times. Each resample is scored with the
+workload's own metric code: top-1 is the mean of the hits; mean Dice the mean of the two classes' means over
+the cases; mAP is pycocotools' COCOeval on the resampled image set, where an image drawn twice counts twice
 (``trainperf.workloads.common.detection.evaluation.ResampledMap``; ``--check`` compares its first resamples
 with a full COCOeval of the resampled data set, fresh image and annotation ids included). The standard
 deviation of the B values is the standard error (SE) of the metric over evaluation images: how far the
@@ -45,7 +47,7 @@ from trainperf.spec import RunConfig
 from trainperf.workloads.common.detection.evaluation import ResampledMap, coco_map, resampled
 
 # The workload method that gives one evaluation's per-image outcomes, which its ``evaluate`` reduces.
-PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections"}
+PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections", "unet3d": "case_scores"}
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
 
@@ -93,6 +95,17 @@ def train_to_target(key: str, seed: int, data_dir: Path, minutes: float | None) 
 def top1_metric(hits: torch.Tensor) -> tuple[int, Metric]:
     correct = hits.numpy().astype(np.float64)
     return len(correct), lambda draw: {"top1": float(correct[draw].mean())}
+
+
+def dice_metric(scores: torch.Tensor) -> tuple[int, Metric]:
+    """unet3d: the kidney and tumour Dice of each evaluation case; mean Dice is the mean of the two means."""
+    per_case = scores.numpy().astype(np.float64)
+
+    def metric(draw: np.ndarray) -> dict[str, float]:
+        kidney, tumour = per_case[draw].mean(axis=0)
+        return {"mean_dice": float((kidney + tumour) / 2), "dice_kidney": float(kidney), "dice_tumour": float(tumour)}
+
+    return len(per_case), metric
 
 
 def map_metric(workload: Any, detections: list[dict[str, Any]], check: int, console: Console) -> tuple[int, Metric]:
@@ -175,6 +188,8 @@ def main() -> int:
     trained = time.perf_counter() - t0
     if a.benchmark == "resnet":
         n, metric = top1_metric(outcomes)
+    elif a.benchmark == "unet3d":
+        n, metric = dice_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))
