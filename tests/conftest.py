@@ -30,6 +30,9 @@ def data_dir() -> Path:
     from trainperf.workloads.common.detection import coco
 
     coco.prepare_mini(root)  # the ssd and maskrcnn scenes, composed from the Fashion-MNIST objects above
+    from trainperf.workloads.dlrm import generator as dlrm_generator
+
+    dlrm_generator.prepare_mini(root)  # the generated click logs (idempotent)
     return root
 
 
