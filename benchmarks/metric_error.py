@@ -3,11 +3,12 @@
     python benchmarks/metric_error.py resnet
     python benchmarks/metric_error.py ssd --resamples 200
     python benchmarks/metric_error.py maskrcnn --seed 100002
+    python benchmarks/metric_error.py dlrm --resamples 1000
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
 evaluation, of a model near the target. That evaluation's per-image outcomes are kept (resnet: whether the
-top-1 class is right; ssd and maskrcnn: the detections), and the evaluation images are resampled with
+top-1 class is right; ssd and maskrcnn: the detections; dlrm: each sample's score and label), and the evaluation images are resampled with
 replacement B times. Each resample is scored with the workload's own metric code: top-1 is the mean of the
 hits; mAP is pycocotools' COCOeval on the resampled image set, where an image drawn twice counts twice
 (``trainperf.workloads.common.detection.evaluation.ResampledMap``; ``--check`` compares its first resamples
@@ -45,7 +46,7 @@ from trainperf.spec import RunConfig
 from trainperf.workloads.common.detection.evaluation import ResampledMap, coco_map, resampled
 
 # The workload method that gives one evaluation's per-image outcomes, which its ``evaluate`` reduces.
-PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections"}
+PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections", "dlrm": "scores_and_labels"}
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
 
@@ -93,6 +94,14 @@ def train_to_target(key: str, seed: int, data_dir: Path, minutes: float | None) 
 def top1_metric(hits: torch.Tensor) -> tuple[int, Metric]:
     correct = hits.numpy().astype(np.float64)
     return len(correct), lambda draw: {"top1": float(correct[draw].mean())}
+
+
+def auc_metric(scores_and_labels: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """dlrm: scikit-learn's exact AUC of the resampled evaluation samples (a sample drawn twice counts twice)."""
+    from sklearn.metrics import roc_auc_score
+
+    scores, labels = scores_and_labels
+    return len(scores), lambda draw: {"auc": float(roc_auc_score(labels[draw], scores[draw]))}
 
 
 def map_metric(workload: Any, detections: list[dict[str, Any]], check: int, console: Console) -> tuple[int, Metric]:
@@ -175,6 +184,8 @@ def main() -> int:
     trained = time.perf_counter() - t0
     if a.benchmark == "resnet":
         n, metric = top1_metric(outcomes)
+    elif a.benchmark == "dlrm":
+        n, metric = auc_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

@@ -259,3 +259,23 @@ def write_binary(path: Path, log: ClickLog, dense_raw: np.ndarray) -> None:
         [log.labels[:, None].astype("<i4"), dense_raw.astype("<i4"), log.sparse.astype("<i4")], axis=1
     )
     path.write_bytes(records.tobytes())
+
+
+def write_smoke_fixture(root: Path) -> str:
+    """A tiny Criteo 1TB in its original layout for ``--smoke``: ``day_0`` ... ``day_23`` TSV files under
+    ``root`` (64 clicks a training day; day 23 holds 300, whose first half is the evaluation set), with
+    missing and negative integers and 8-digit hexadecimal hashes, as the real logs have them. The clicks
+    follow the first categorical feature, so a few steps move the AUC off 0.5."""
+    rng = np.random.default_rng(20220629)
+    days = 24
+    for k in range(days):
+        n = 64 if k < days - 1 else 300
+        labels = (rng.random(n) < 0.25).astype(np.int64)
+        lines = []
+        for y in labels:
+            dense = [("" if rng.random() < 0.05 else str(int(v))) for v in rng.integers(-2, 300, NUM_DENSE)]
+            hashes = [f"{int(h):08x}" for h in rng.integers(0, 2**32, NUM_SPARSE)]
+            hashes[0] = f"{int(y) * 2 + int(rng.integers(0, 2)) * 4 + int(rng.integers(0, 2**20)) * 8:08x}"
+            lines.append("\t".join([str(int(y)), *dense, *hashes]))
+        (root / f"day_{k}").write_text("\n".join(lines) + "\n")
+    return f"{days} Criteo TSV day files ({(days - 1) * 64} training clicks, 150 evaluation)"

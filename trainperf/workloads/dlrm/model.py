@@ -46,7 +46,14 @@ def _mlp(widths: list[int], *, last_relu: bool, device: torch.device | None) -> 
 
 
 class DLRM(nn.Module):
-    def __init__(self, config: DLRMConfig, *, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        config: DLRMConfig,
+        *,
+        device: torch.device | str | None = None,
+        table_device: torch.device | str | None = None,
+    ) -> None:
+        """``table_device``: where the tables live if not on ``device`` ("meta": not built, for sharding)."""
         super().__init__()
         if config.bottom_mlp[-1] != config.embedding_dim:
             raise ValueError("the bottom MLP must end at the embedding dimension")
@@ -54,7 +61,7 @@ class DLRM(nn.Module):
         device = torch.device(device) if device is not None else None
         sizes = torch.tensor((0, *config.table_sizes), dtype=torch.int64)
         self.embeddings = nn.Embedding(
-            int(sizes.sum()), config.embedding_dim, sparse=config.sparse_gradients, device=device
+            int(sizes.sum()), config.embedding_dim, sparse=config.sparse_gradients, device=table_device or device
         )
         self.register_buffer("_offsets", sizes.cumsum(0)[:-1].to(device), persistent=False)
         self.bottom_mlp = _mlp([config.num_dense, *config.bottom_mlp], last_relu=True, device=device)

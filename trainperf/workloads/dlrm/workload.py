@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,9 @@ FLAVOURS = {
         table_sizes=generator.MINI_TABLE_SIZES, embedding_dim=16, bottom_mlp=(64, 16), top_mlp=(128, 64, 1)
     ),
 }
-# A reference dry run (and the contract's one step) trains the reference architecture on a CPU: its tables
-# are capped at this many rows (the full ones hold 96 GB); the MLPs and the interaction are full size.
+# A reference dry or smoke run (and the contract's one step) trains the reference architecture on a CPU: its
+# tables are capped at this many rows (the full ones hold 96 GB; a smoke fixture's hashes are taken modulo
+# the capped sizes, as the reader does with any table size); the MLPs and the interaction are full size.
 DRY_RUN_TABLE_ROWS = 10_000
 # Criteo 1TB: days 0-22 train (4,195,197,692 samples); the first half of day 23 is the reference's test split
 # (89,137,318 samples). A real run replaces them with what it found.
@@ -52,7 +54,7 @@ class DLRMWorkload(Workload):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         config = FLAVOURS[self.spec.scale]
-        if self.dry_run and self.spec.scale == "reference":
+        if (self.dry_run or self.smoke) and self.spec.scale == "reference":
             config = dataclasses.replace(
                 config, table_sizes=tuple(min(n, DRY_RUN_TABLE_ROWS) for n in config.table_sizes)
             )
@@ -113,13 +115,24 @@ class DLRMWorkload(Workload):
 
     # --- model and optimizer ---------------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:
-        return DLRM(self.model_config)
+        # A distributed reference run never holds every table on one rank: they are built on the meta device
+        # and each owner initializes its own in ``parallelize``.
+        full_size = self.spec.scale == "reference" and not (self.dry_run or self.smoke)
+        tables = "meta" if full_size and self.dist.distributed else None
+        return DLRM(self.model_config, table_device=tables)
 
     def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
-        """One process: the model on the device. Several: data-parallel with every table replicated on
-        each rank (DDP all-reduces the tables' sparse gradients); the reference's model-parallel tables
-        (TorchRec's sharding) are not built, see README.md."""
-        return super().parallelize(model)
+        """One process: the model on the device. Several: the reference's layout, whole tables on their owner
+        ranks (model-parallel, ``sharding.TableWiseDLRM``) and the MLPs replicated under DDP."""
+        if not self.dist.distributed:
+            return model.to(self.device)
+        from trainperf.workloads.dlrm.sharding import TableWiseDLRM
+
+        model.bottom_mlp.to(self.device)
+        model.top_mlp.to(self.device)
+        model._pairs = model._pairs.to(self.device)
+        ids = [self.dist.local_rank] if self.device.type == "cuda" else None
+        return TableWiseDLRM(model, device=self.device, device_ids=ids)
 
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
         if self.spec.scale != "reference":
@@ -128,10 +141,17 @@ class DLRMWorkload(Workload):
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         r = self.recipe
+        groups: list[dict[str, Any]] = [{"params": list(model.parameters())}]
+        if r.dense_learning_rate is not None:  # the tables at the base rate, the MLPs at their own
+            tables = [p for n, p in model.named_parameters() if n.split(".")[-2] == "embeddings"]
+            dense = [p for n, p in model.named_parameters() if n.split(".")[-2] != "embeddings"]
+            groups = [{"params": tables}, {"params": dense, "lr": r.dense_learning_rate}]
+        # Sparse gradients: torch warns on each step that it skips its (slow) sparse-tensor invariant checks.
+        warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
         if r.opt_name == "sgd":
-            opt = torch.optim.SGD(model.parameters(), lr=r.opt_base_learning_rate)
+            opt = torch.optim.SGD(groups, lr=r.opt_base_learning_rate)
         elif r.opt_name == "adagrad":  # the mini recipe: sparse-gradient Adagrad (README.md: why)
-            opt = torch.optim.Adagrad(model.parameters(), lr=r.opt_base_learning_rate)
+            opt = torch.optim.Adagrad(groups, lr=r.opt_base_learning_rate)
         else:
             raise UsageError(f"dlrm: optimizer {r.opt_name!r} is not supported: sgd (the reference's) or adagrad")
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_policy(r))
@@ -215,12 +235,19 @@ class DLRMWorkload(Workload):
         return F.binary_cross_entropy_with_logits(model(dense, sparse), labels)
 
     # --- evaluation -----------------------------------------------------------------------------------
-    @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
         """Exact AUC over the whole evaluation set: each rank scores its shard once, the scores are gathered
         in rank order, and scikit-learn's roc_auc_score computes the AUC of all of them."""
         from sklearn.metrics import roc_auc_score
 
+        scores, labels = self.scores_and_labels(model)
+        if labels.min() == labels.max():
+            raise DataError("dlrm: the evaluation set holds one class only; its AUC is undefined")
+        return {"auc": float(roc_auc_score(labels, scores))}
+
+    @torch.no_grad()
+    def scores_and_labels(self, model: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
+        """Every evaluation sample's logit and label, gathered from all ranks (each sample exactly once)."""
         model.eval()
         scores, labels = [], []
         for dense, sparse, y in self._eval_batches():
@@ -233,9 +260,7 @@ class DLRMWorkload(Workload):
         all_labels = self.dist.all_gather(local_labels).cpu().numpy()
         if len(all_scores) != self.eval_samples:
             raise RuntimeError(f"dlrm: evaluated {len(all_scores)} of {self.eval_samples} samples")
-        if all_labels.min() == all_labels.max():
-            raise DataError("dlrm: the evaluation set holds one class only; its AUC is undefined")
-        return {"auc": float(roc_auc_score(all_labels, all_scores))}
+        return all_scores, all_labels
 
     def _eval_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         shard = self.dist.shard(self.eval_samples)  # this rank's samples, each evaluated exactly once
