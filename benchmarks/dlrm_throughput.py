@@ -42,11 +42,15 @@ class PlainDLRM(nn.Module):
     def __init__(self, sizes: tuple[int, ...], dim: int, bottom: tuple[int, ...], top: tuple[int, ...]) -> None:
         super().__init__()
         self.tables = nn.ModuleList(nn.EmbeddingBag(n, dim, mode="sum", sparse=True) for n in sizes)
-        self.bottom = nn.Sequential(*itertools.chain.from_iterable((nn.Linear(m, n), nn.ReLU()) for m, n in zip((13, *bottom[:-1]), bottom)))
+        self.bottom = nn.Sequential(
+            *itertools.chain.from_iterable(
+                (nn.Linear(m, n), nn.ReLU()) for m, n in zip((13, *bottom[:-1]), bottom, strict=True)
+            )
+        )
         k = len(sizes) + 1
         width = k * (k - 1) // 2 + dim
         layers: list[nn.Module] = []
-        for i, (m, n) in enumerate(zip((width, *top[:-1]), top)):
+        for i, (m, n) in enumerate(zip((width, *top[:-1]), top, strict=True)):
             layers += [nn.Linear(m, n)] + ([nn.ReLU()] if i < len(top) - 1 else [])
         self.top = nn.Sequential(*layers)
         self.li, self.lj = torch.tril_indices(k, k, offset=-1)
@@ -74,7 +78,9 @@ def main() -> int:
     torch.set_num_threads(2)
     seed_everything(0)
     spec, recipe = registry.get_spec("dlrm", "mini"), registry.default_recipe("dlrm", "mini")
-    w = registry.workload_class("dlrm")(spec, recipe, RunConfig(seed=100001), data_dir=default_data_dir(), dist=DistContext())
+    w = registry.workload_class("dlrm")(
+        spec, recipe, RunConfig(seed=100001), data_dir=default_data_dir(), dist=DistContext()
+    )
     w.prepare()
     w.load_data()
     batches = list(itertools.islice(w.train_batches(), a.steps))
@@ -97,7 +103,10 @@ def main() -> int:
             F.binary_cross_entropy_with_logits(plain(dense, sparse), labels).backward()
             plain_opt.step()
 
-    rows = {"trainperf (one sparse Embedding, harness Stepper)": ours, "plain loop (26 EmbeddingBag, reference layout)": reference_loop}
+    rows = {
+        "trainperf (one sparse Embedding, harness Stepper)": ours,
+        "plain loop (26 EmbeddingBag, reference layout)": reference_loop,
+    }
     rates: dict[str, list[float]] = {name: [] for name in rows}
     for fn in rows.values():  # warm-up
         fn()
