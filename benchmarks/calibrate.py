@@ -23,8 +23,8 @@ from trainperf import registry, seeds
 from trainperf.cli import default_data_dir
 
 
-def untrained_quality(key: str, seed: int, data_dir: Path) -> float:
-    """The headline metric of the freshly initialized model, through the workload's own evaluation."""
+def untrained_quality(key: str, seed: int, data_dir: Path) -> dict[str, float]:
+    """Every field the freshly initialized model scores, through the workload's own evaluation."""
     from trainperf.dist import DistContext
     from trainperf.harness.runner import seed_everything
     from trainperf.spec import RunConfig
@@ -36,7 +36,7 @@ def untrained_quality(key: str, seed: int, data_dir: Path) -> float:
     w.load_data()
     seed_everything(seed)
     try:
-        return spec.headline(w.evaluate(w.build_model()))
+        return dict(w.evaluate(w.build_model()))
     finally:
         w.close()
 
@@ -76,6 +76,7 @@ def main() -> int:
             print(
                 f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  {spec.unit} {last[1]:.2f}  "
                 f"{spec.metric} {last[2]:.4f}  data load {r.get('load_seconds', float('nan')):.2f} s  "
+                f"overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
                 f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
             )
             print(f"    deciding evaluations {deciding(spec, curve)}")
@@ -89,7 +90,8 @@ def main() -> int:
 
     torch.set_num_threads(2)
     untrained = [untrained_quality(a.benchmark, a.seed + i, a.data_dir) for i in range(a.runs)]
-    print(f"untrained {spec.metric}: " + ", ".join(f"{q:.4f}" for q in untrained))
+    for field in untrained[0]:
+        print(f"untrained {field}: " + ", ".join(f"{q[field]:.4f}" for q in untrained))
     return 0
 
 
