@@ -26,7 +26,6 @@ The model that draws a sample (all of it from ``numpy.random.default_rng(GENERAT
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainperf.data import verified
 from trainperf.errors import DataError
 from trainperf.fileio import atomic_write_text, fsync_dir
 from trainperf.workloads.dlrm.data import NUM_DENSE, NUM_SPARSE
@@ -157,25 +157,8 @@ def _header() -> dict:
     }
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def read_manifest(data_dir: Path) -> dict:
-    path = mini_dir(data_dir) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(f"{path} is missing: {FIX}") from None
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path} cannot be read ({e}): {FIX}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise DataError(f"{path} is not a trainperf manifest: {FIX}")
-    return manifest
+    return verified.read_manifest(mini_dir(data_dir) / MANIFEST, FIX)
 
 
 def verify_mini(data_dir: Path, *, checksums: bool = True) -> list[str]:
@@ -196,7 +179,7 @@ def verify_mini(data_dir: Path, *, checksums: bool = True) -> list[str]:
             problems.append(f"{path} is missing")
         elif path.stat().st_size != entry.get("bytes"):
             problems.append(f"{path} is {path.stat().st_size} bytes, the manifest says {entry.get('bytes')}")
-        elif checksums and _sha256(path) != entry.get("sha256"):
+        elif checksums and verified.sha256(path) != entry.get("sha256"):
             problems.append(f"{path} does not match its checksum in the manifest")
     return problems
 
@@ -225,7 +208,7 @@ def prepare_mini(data_dir: Path) -> list[Path]:
         finally:
             Path(tmp).unlink(missing_ok=True)
         path = root / name
-        files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path), **made["facts"][name]}
+        files[name] = {"bytes": path.stat().st_size, "sha256": verified.sha256(path), **made["facts"][name]}
         written.append(path)
     fsync_dir(root)
     manifest = {**_header(), "best_auc": made["facts"][EVAL_FILE]["best_auc"], "files": files}

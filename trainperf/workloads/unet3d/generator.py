@@ -23,7 +23,6 @@ timestamp); ``manifest.json`` records each file's sha256, checked before every r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -147,10 +146,6 @@ def _write_nifti(path: Path, array: np.ndarray) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _header() -> dict:
     return {
         "generator": "trainperf unet3d phantoms",
@@ -162,16 +157,7 @@ def _header() -> dict:
 
 
 def read_manifest(data_dir: Path) -> dict:
-    path = mini_dir(data_dir) / MANIFEST
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(f"{path} is missing: {FIX}") from None
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path} cannot be read ({e}): {FIX}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
-        raise DataError(f"{path} is not a trainperf manifest: {FIX}")
-    return doc
+    return verified.read_manifest(mini_dir(data_dir) / MANIFEST, FIX)
 
 
 def verify_mini(data_dir: Path, *, trust_cache: bool = False) -> list[str]:
@@ -211,7 +197,7 @@ def prepare_mini(data_dir: Path) -> list[Path]:
         for name, array in ((IMAGE_FILE, image), (LABEL_FILE, label)):
             path = folder / name
             _write_nifti(path, array)
-            files[f"case_{cid}/{name}"] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+            files[f"case_{cid}/{name}"] = {"bytes": path.stat().st_size, "sha256": verified.sha256(path)}
             written.append(path)
     atomic_write_text(root / MANIFEST, json.dumps({**_header(), "files": files}, indent=1) + "\n")
     written.append(root / MANIFEST)
