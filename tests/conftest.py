@@ -30,6 +30,12 @@ def data_dir() -> Path:
     from trainperf.workloads.common.detection import coco
 
     coco.prepare_mini(root)  # the ssd and maskrcnn scenes, composed from the Fashion-MNIST objects above
+    from trainperf.workloads.unet3d import generator as unet3d_generator
+
+    unet3d_generator.prepare_mini(root)  # the unet3d phantoms (drawn, about 10 s)
+    from trainperf.workloads.dlrm import generator as dlrm_generator
+
+    dlrm_generator.prepare_mini(root)  # the generated click logs (idempotent)
     from trainperf.workloads.bert import mini as bert_mini
 
     bert_mini.prepare_mini(root)  # the bert corpus from Debian's dict-gcide, wordnet-base and python3-doc
