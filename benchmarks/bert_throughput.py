@@ -2,7 +2,7 @@
 
     python benchmarks/bert_throughput.py [--steps 20] [--repeats 3] [--batch 64]
 
-Both models have the mini flavour's size (4 layers, hidden 128, 2 heads, 8,192 WordPieces, 64 tokens) and take
+Both models have the mini flavour's size (2 layers, hidden 128, 2 heads, 8,192 WordPieces, 64 tokens) and take
 the same batch of the mini layout, with the same loss (masked LM over the real prediction slots plus next
 sentence), the same LAMB (timm's, as the workload builds it) and the harness's step, in this one process, under
 the workload's torch state (denormals flushed to zero), alternating. Each measurement times ``steps`` optimizer

@@ -172,3 +172,27 @@ def test_a_mini_run_without_prepared_data_stops_before_the_clock(tmp_path):
     w = registry.workload_class("bert")(spec, recipe, RunConfig(seed=1), data_dir=tmp_path, dist=DistContext())
     with pytest.raises(DataError, match=r"bert mini data: .*manifest.json is missing.*trainperf data prepare bert"):
         w.prepare()
+
+
+def test_a_trained_vocabulary_is_numbered_specials_first_then_sorted():
+    docs = [
+        [f"the {w} of the {v} runs over {u} fields" for w, v, u in zip(a, a[1:], a[2:])]
+        for a in [["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]] * 3
+    ]
+    vocab = mini.vocabulary_tokens(mini.train_vocabulary(docs))
+    n = len(data.SPECIAL_TOKENS)
+    assert vocab[:n] == list(data.SPECIAL_TOKENS) and vocab[n:] == sorted(vocab[n:]) and "the" in vocab
+
+
+def test_prepare_tokenizes_with_the_shipped_vocabulary(tmp_path):
+    """The shipped file is what prepare numbers tokens by (a trained one can differ between processes)."""
+    shipped = mini.SHIPPED_VOCAB.read_text().splitlines()
+    assert len(shipped) == mini.VOCAB_SIZE and shipped[:5] == list(data.SPECIAL_TOKENS)
+    tok = mini.load_vocabulary(mini.SHIPPED_VOCAB)
+    assert mini.vocabulary_tokens(tok) == shipped
+    ids = tok.encode("the definition of a word", add_special_tokens=False).ids
+    assert [shipped[i] for i in ids] == ["the", "definition", "of", "a", "word"]
+    bad = tmp_path / "vocab.txt"
+    bad.write_text("hello\n[PAD]\n")
+    with pytest.raises(DataError, match="vocab.txt"):
+        mini.load_vocabulary(bad)

@@ -3,8 +3,9 @@
 ``trainperf data prepare bert`` reads the corpus (:mod:`trainperf.workloads.bert.corpus`), splits its
 documents into training and evaluation (about 1 document in 25, by a hash of its source and index; an
 evaluation document sharing any sentence with a training document is dropped, so no evaluation text is
-trained on), trains a lower-case WordPiece vocabulary on the training text with Hugging Face's
-``tokenizers``, and writes under ``<data-dir>/bert/mini``:
+trained on), tokenizes them with trainperf's lower-case WordPiece vocabulary (``mini_vocab.txt`` beside this file,
+trained on the training text with Hugging Face's ``tokenizers``: ``python -m trainperf.workloads.bert.mini
+--train-vocabulary`` trains it again), and writes under ``<data-dir>/bert/mini``:
 
 - ``vocab.txt``: the vocabulary (``[PAD]`` 0, ``[UNK]`` 1, ``[CLS]`` 2, ``[SEP]`` 3, ``[MASK]`` 4, then WordPieces),
 - ``training/part-00000.hdf5`` and ``eval/eval.hdf5``: examples in the reference's packed HDF5 layout
@@ -30,7 +31,12 @@ from trainperf.fileio import atomic_write_text
 from trainperf.workloads.bert import corpus
 from trainperf.workloads.bert.data import MASK, SPECIAL_TOKENS, Examples, Masking, make_examples, write_examples
 
-GENERATOR = "trainperf.workloads.bert.mini v1"
+GENERATOR = "trainperf.workloads.bert.mini v2"  # v2: the shipped vocabulary, numbered in a fixed order
+# The vocabulary ships with trainperf rather than being trained at every preparation: tokenizers' trainer
+# breaks ties between equally frequent merges by hash-map order, which changes from process to process, so
+# two trainings on the same text can end with different tokens, and the prepared files (checksummed, and the
+# data the calibration ran on) would differ between machines.
+SHIPPED_VOCAB = Path(__file__).with_name("mini_vocab.txt")
 SEED = 20220629  # MLPerf Training v2.0 results day; any fixed number would do
 VOCAB_SIZE = 8192
 MASKING = Masking(max_seq_length=64, max_predictions=10)  # 15% of 64 tokens, rounded up
@@ -103,9 +109,9 @@ def prepare_mini(data_dir: Path) -> list[Path]:
     except OSError as e:
         raise DataError(f"cannot create data folder {root} ({e.strerror}): choose another with --data-dir") from None
     train_docs, eval_docs, sources = split_documents(corpus.all_documents())
-    tokenizer = train_vocabulary(train_docs)
+    tokenizer = load_vocabulary(SHIPPED_VOCAB)
     (root / VOCAB_FILE).parent.mkdir(parents=True, exist_ok=True)
-    vocab = [tok for tok, _ in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])]
+    vocab = vocabulary_tokens(tokenizer)
     atomic_write_text(root / VOCAB_FILE, "\n".join(vocab) + "\n")
     special = {tok: tokenizer.token_to_id(tok) for tok in SPECIAL_TOKENS}
     rng = np.random.default_rng(SEED)
@@ -161,21 +167,44 @@ def split_documents(docs: dict[str, list[corpus.Document]]) -> tuple[list, list,
 
 
 def train_vocabulary(train_docs: list[corpus.Document]):
-    """A lower-case WordPiece vocabulary of ``VOCAB_SIZE`` tokens trained on the training text only."""
+    """A lower-case WordPiece vocabulary of ``VOCAB_SIZE`` tokens trained on the training text only, numbered
+    in a fixed order: the special tokens first (the layout's padding is id 0), then the rest sorted
+    (tokenizers numbers them in a per-process order)."""
     from tokenizers import BertWordPieceTokenizer
 
-    tok = BertWordPieceTokenizer(lowercase=True, strip_accents=True, clean_text=True)
-    tok.train_from_iterator(
+    trainer = BertWordPieceTokenizer(lowercase=True, strip_accents=True, clean_text=True)
+    trainer.train_from_iterator(
         (s for d in train_docs for s in d),
         vocab_size=VOCAB_SIZE,
         min_frequency=2,
         special_tokens=list(SPECIAL_TOKENS),
         show_progress=False,
     )
-    ids = [tok.token_to_id(t) for t in SPECIAL_TOKENS]
-    if ids != list(range(len(SPECIAL_TOKENS))):  # the layout's padding is id 0
-        raise RuntimeError(f"bert mini: the vocabulary's special tokens came out as ids {ids}")
-    return tok
+    learned = set(trainer.get_vocab()) - set(SPECIAL_TOKENS)
+    return _wordpiece({tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *sorted(learned)])})
+
+
+def load_vocabulary(path: Path):
+    """The WordPiece tokenizer of a ``vocab.txt`` (one token per line, its line number its id)."""
+    try:
+        tokens = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise DataError(f"bert mini vocabulary {path}: {e.strerror}: reinstall trainperf") from None
+    if tokens[: len(SPECIAL_TOKENS)] != list(SPECIAL_TOKENS) or len(set(tokens)) != len(tokens):
+        raise DataError(
+            f"bert mini vocabulary {path}: does not start with {' '.join(SPECIAL_TOKENS)} or repeats a token"
+        )
+    return _wordpiece({tok: i for i, tok in enumerate(tokens)})
+
+
+def vocabulary_tokens(tokenizer) -> list[str]:
+    return [tok for tok, _ in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])]
+
+
+def _wordpiece(vocab: dict[str, int]):
+    from tokenizers import BertWordPieceTokenizer
+
+    return BertWordPieceTokenizer(vocab, lowercase=True, strip_accents=True, clean_text=True)
 
 
 def _tokenize(tokenizer, docs: list[corpus.Document]) -> list[list[list[int]]]:
@@ -207,3 +236,28 @@ def unigram_baselines(train: Examples, evaluation: Examples, mask_id: int) -> di
         "copy_accuracy": float((shown == truth).mean()),
         "eval_masked_tokens": int(valid.sum()),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m trainperf.workloads.bert.mini",
+        description="Maintenance of the mini bert data: train the shipped WordPiece vocabulary again.",
+    )
+    p.add_argument(
+        "--train-vocabulary", action="store_true", help=f"train on the training documents and write {SHIPPED_VOCAB}"
+    )
+    a = p.parse_args(argv)
+    if not a.train_vocabulary:
+        p.print_help()
+        return 2
+    train_docs, _, _ = split_documents(corpus.all_documents())
+    tokens = vocabulary_tokens(train_vocabulary(train_docs))
+    atomic_write_text(SHIPPED_VOCAB, "\n".join(tokens) + "\n")
+    print(f"wrote {len(tokens)} tokens to {SHIPPED_VOCAB}; bump GENERATOR so prepared data is rebuilt")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -20,7 +20,7 @@ FLAVOURS = {
     "mini": BertConfig(
         vocab_size=mini.VOCAB_SIZE,
         hidden_size=128,
-        num_layers=4,
+        num_layers=2,
         num_heads=2,
         intermediate_size=512,
         max_position_embeddings=mini.MASKING.max_seq_length,
