@@ -176,7 +176,7 @@ def test_a_mini_run_without_prepared_data_stops_before_the_clock(tmp_path):
 
 def test_a_trained_vocabulary_is_numbered_specials_first_then_sorted():
     docs = [
-        [f"the {w} of the {v} runs over {u} fields" for w, v, u in zip(a, a[1:], a[2:])]
+        [f"the {w} of the {v} runs over {u} fields" for w, v, u in zip(a, a[1:], a[2:], strict=False)]
         for a in [["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]] * 3
     ]
     vocab = mini.vocabulary_tokens(mini.train_vocabulary(docs))
