@@ -27,18 +27,35 @@ def untrained_quality(key: str, seed: int, data_dir: Path) -> dict[str, float]:
     """Every field the freshly initialized model scores, through the workload's own evaluation."""
     from trainperf.dist import DistContext
     from trainperf.harness.runner import seed_everything
+    from trainperf.harness.torch_state import torch_state
     from trainperf.spec import RunConfig
 
     spec = registry.get_spec(key, "mini")
     recipe = registry.default_recipe(key, "mini")
-    w = registry.workload_class(key)(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
-    w.prepare()
-    w.load_data()
-    seed_everything(seed)
-    try:
-        return dict(w.evaluate(w.build_model()))
-    finally:
-        w.close()
+    cls = registry.workload_class(key)
+    with torch_state(cls.TORCH_STATE):  # the workload's own torch settings (bert: flush denormals)
+        w = cls(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
+        w.prepare()
+        w.load_data()
+        seed_everything(seed)
+        try:
+            return dict(w.evaluate(w.build_model()))
+        finally:
+            w.close()
+
+
+def bert_baselines(data_dir: Path) -> str:
+    from trainperf.workloads.bert import mini
+
+    m = mini.read_manifest(data_dir)
+    return (
+        f"unigram guesser (token {m['unigram_token']}): {m['unigram_accuracy']:.4f}; copying the input token: "
+        f"{m['copy_accuracy']:.4f} ({m['eval_masked_tokens']} masked tokens)"
+    )
+
+
+# Guessers that use no model, measured when the mini data is prepared, printed beside the untrained model.
+BASELINES = {"bert": bert_baselines}
 
 
 def deciding(spec, curve) -> str:
@@ -86,6 +103,8 @@ def main() -> int:
             f"{statistics.median(ok) if ok else float('nan'):.1f} s; score {summary['score_minutes']} min "
             f"({summary['score_label']})"
         )
+    if a.benchmark in BASELINES:
+        print(BASELINES[a.benchmark](a.data_dir))
     import torch
 
     torch.set_num_threads(2)

@@ -56,6 +56,7 @@ PER_IMAGE = {
     "maskrcnn": "detections",
     "unet3d": "case_scores",
     "dlrm": "scores_and_labels",
+    "bert": "masked_lm_hits",
 }
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
@@ -104,6 +105,12 @@ def train_to_target(key: str, seed: int, data_dir: Path, minutes: float | None) 
 def top1_metric(hits: torch.Tensor) -> tuple[int, Metric]:
     correct = hits.numpy().astype(np.float64)
     return len(correct), lambda draw: {"top1": float(correct[draw].mean())}
+
+
+def mlm_metric(hits: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """bert: examples are resampled; accuracy is the resampled examples' correct predictions over their masked tokens."""
+    correct, counts = (np.asarray(h, dtype=np.float64) for h in hits)
+    return len(counts), lambda draw: {"mlm_accuracy": float(correct[draw].sum() / counts[draw].sum())}
 
 
 def dice_metric(scores: torch.Tensor) -> tuple[int, Metric]:
@@ -209,6 +216,8 @@ def main() -> int:
         n, metric = dice_metric(outcomes)
     elif a.benchmark == "dlrm":
         n, metric = auc_metric(outcomes)
+    elif a.benchmark == "bert":
+        n, metric = mlm_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

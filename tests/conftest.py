@@ -36,6 +36,9 @@ def data_dir() -> Path:
     from trainperf.workloads.dlrm import generator as dlrm_generator
 
     dlrm_generator.prepare_mini(root)  # the generated click logs (idempotent)
+    from trainperf.workloads.bert import mini as bert_mini
+
+    bert_mini.prepare_mini(root)  # the bert corpus from Debian's dict-gcide, wordnet-base and python3-doc
     return root
 
 

@@ -1,10 +1,51 @@
-"""bert: language (MLPerf: BERT-large phase-2 pretraining on Wikipedia). Pure data; the workload is not built yet."""
+"""bert: language (MLPerf: BERT-large phase-2 pretraining on Wikipedia; mini: a small BERT on a Debian corpus).
+
+reference: BERT-large from the reference checkpoint, masked LM plus next sentence on the packed HDF5 form of
+Wikipedia 2020-01-01, LAMB with the v2.0 closed keys, masked-LM accuracy >= 0.720 on the 10,000-example
+evaluation set, evaluated every FLOOR(0.05 * (230.23 * global_batch + 3,000,000), 25,000) samples. mini: a
+small BERT of the same code on English prose from Debian text packages written in the same HDF5 layout, target
+calibrated by measurement (README.md beside this file). Pure data: no torch here.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from trainperf.spec import SAMPLES, Benchmark, BenchmarkSpec, Recipe
+from trainperf.rules.closed import Tunable
+from trainperf.spec import SAMPLES, Benchmark, BenchmarkSpec, MiniData, Recipe
+
+# The v2.0 closed keys of closed_bert.yaml (num_warmup_steps is logged with opt_learning_rate_warmup_steps'
+# value, as the reference logs both).
+LAMB_KEYS = (
+    "opt_base_learning_rate",
+    "opt_epsilon",
+    "opt_lamb_beta_1",
+    "opt_lamb_beta_2",
+    "opt_lamb_weight_decay_rate",
+    "opt_learning_rate_warmup_steps",
+    "num_warmup_steps",
+    "start_warmup_step",
+    "opt_learning_rate_training_steps",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BertRecipe(Recipe):
+    """LAMB with the reference's learning-rate policy: linear warm-up from ``start_warmup_step`` over
+    ``opt_learning_rate_warmup_steps``, then linear decay to 0 at ``opt_learning_rate_training_steps``;
+    gradients clipped to a global norm of 1.0 first (the reference's clip_by_global_norm)."""
+
+    global_batch_size: int
+    opt_base_learning_rate: float
+    opt_epsilon: float = 1e-6
+    opt_lamb_beta_1: float = 0.9
+    opt_lamb_beta_2: float = 0.999
+    opt_lamb_weight_decay_rate: float = 0.01
+    opt_learning_rate_warmup_steps: int
+    start_warmup_step: int = 0
+    opt_learning_rate_training_steps: int
+    clip_grad_norm: float = 1.0
 
 
 def eval_interval_samples(recipe: Recipe) -> float:
@@ -13,10 +54,29 @@ def eval_interval_samples(recipe: Recipe) -> float:
     return float(math.floor(0.05 * (230.23 * batch + 3_000_000) / 25_000) * 25_000)
 
 
+# The v2.0 reference's own run (mlcommons/training language_model/tensorflow/bert README): 8 GPUs x 24 examples,
+# LAMB learning rate 1e-4, 1,562 warm-up steps from step 0, 107,538 training steps, the optimizer's defaults
+# (beta 0.9/0.999, epsilon 1e-6, weight decay 0.01).
+REFERENCE_RECIPE = BertRecipe(
+    global_batch_size=192,
+    opt_base_learning_rate=1e-4,
+    opt_learning_rate_warmup_steps=1562,
+    opt_learning_rate_training_steps=107_538,
+)
+# Mini recipe (README.md): a larger learning rate than the reference's (a model trained from scratch, not from a
+# checkpoint; 8e-3 learned faster than 3e-3, 2e-2 and 5e-2 in a short sweep), a short warm-up, and a decay
+# planned well past the budget.
+MINI_RECIPE = BertRecipe(
+    global_batch_size=64,
+    opt_base_learning_rate=8e-3,
+    opt_learning_rate_warmup_steps=100,
+    opt_learning_rate_training_steps=3000,
+)
+
 REFERENCE = BenchmarkSpec(
     key="bert",
     scale="reference",
-    model="BERT-large (24 layers, hidden 1024, 16 heads), from the reference checkpoint",
+    model="BERT-large (24 layers, hidden 1024, 16 heads; 336,226,108 parameters), from the reference checkpoint",
     dataset="Wikipedia 2020-01-01, packed HDF5 (10,000-sample evaluation set)",
     metric="mlm_accuracy",
     target=0.720,  # MLPerf Training v2.0 rules, closed_bert.yaml: eval_accuracy >= 0.720
@@ -26,12 +86,59 @@ REFERENCE = BenchmarkSpec(
     eval_interval=eval_interval_samples,
     max_progress=20_000_000.0,  # a bound well past published convergence (a few million samples)
     max_minutes=24 * 60.0,
+    hparam_keys=LAMB_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_bert.yaml); evaluation interval from the v2.0 rules",
+)
+
+MINI = BenchmarkSpec(
+    key="bert",
+    scale="mini",
+    model="MiniBERT: 2 layers, hidden 128, 2 heads, 8,192 WordPieces (1.50 M parameters)",
+    dataset="English prose from Debian dict-gcide, wordnet-base, python3-doc in the packed HDF5 layout "
+    "(125,492 train / 2,000 eval examples of 64 tokens)",
+    metric="mlm_accuracy",
+    target=0.110,  # calibrated: README.md (unigram guesser 0.066, untrained model 0.000)
+    runs_required=10,
+    runs_dropped=1,
+    unit=SAMPLES,
+    eval_interval=3_200.0,  # every 50 steps of the default batch (about 10 s)
+    max_progress=96_000.0,  # a bound past the time budget (about 330 samples/s of training)
+    max_minutes=3.0,
+    hparam_keys=LAMB_KEYS,
+    target_source="measured: README.md beside bert/workload.py",
+    metric_se=0.0023,  # benchmarks/metric_error.py bert: 0.1118 at 25,600 samples, seed 100001, B = 1000 (README.md)
 )
 
 BENCHMARK = Benchmark(
     key="bert",
     title="language (masked LM)",
-    specs={"reference": REFERENCE},
+    specs={"mini": MINI, "reference": REFERENCE},
+    recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
+    # Closed division, MLPerf v2.0 (closed_bert.yaml and the rules' hyperparameter table): LAMB; the batch, the
+    # learning rate, its warm-up and training steps, beta 1/2, epsilon and weight decay may change; the gradient
+    # accumulation is free.
+    closed_rules={
+        scale: {
+            "global_batch_size": Tunable(),
+            "opt_base_learning_rate": Tunable(),
+            "opt_epsilon": Tunable(),
+            "opt_lamb_beta_1": Tunable(),
+            "opt_lamb_beta_2": Tunable(),
+            "opt_lamb_weight_decay_rate": Tunable(),
+            "opt_learning_rate_warmup_steps": Tunable(),
+            "start_warmup_step": Tunable(),
+            "opt_learning_rate_training_steps": Tunable(),
+            "gradient_accumulation_steps": Tunable(),
+        }
+        for scale in ("reference", "mini")
+    },
+    workload="trainperf.workloads.bert.workload:BertWorkload",
+    smoke_fixture="trainperf.workloads.bert.reference:write_smoke_fixture",
+    mini_data=MiniData(
+        description="pretraining examples in the reference's HDF5 layout from Debian's dict-gcide, wordnet-base and "
+        "python3-doc, with a WordPiece vocabulary trained on them",
+        prepare="trainperf.workloads.bert.mini:prepare_mini",
+        verify="trainperf.workloads.bert.mini:verify_mini",
+    ),
     history_redefined=("v1.0", "masked-LM target 0.712 in v0.7, 0.720 from v1.0"),
 )
