@@ -188,6 +188,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:  # a run ends on SIGTERM as it does on Ctrl-C
         signal.signal(signal.SIGTERM, _terminated)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx.world_size))
+    from trainperf.harness.precision import resolve
+
+    resolve(args.precision, scale=args.scale, device=ctx.device)  # one that this device cannot run stops here
     console = Console(stderr=False, quiet=args.quiet or not ctx.is_main)
     options = SuiteOptions(
         benchmarks=keys,
@@ -204,6 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         smoke=args.smoke,
         drop_caches=args.drop_caches,
         overrides=tuple(parse_overrides(args.set).items()),
+        precision=args.precision,
     )
 
     def observer(key: str, i: int, n: int) -> ProgressBar:
@@ -395,6 +399,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="reference scale: check a machine and the data path on a tiny fixture that trainperf writes in the "
         "reference's on-disk format under OUT/smoke-data (the real loader, a few real training steps at the dry "
         "run's batch size, one full evaluation); not a result",
+    )
+    r.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16", "fp16"),
+        default="auto",
+        help="autocast of the training step, logged as trainperf_precision / trainperf_autocast. auto (default): "
+        "bf16 for reference runs on a CUDA GPU with bf16 (fp16 with a loss scaler on older GPUs), as MLPerf "
+        "reference and top submissions train; fp32 for mini runs and on CPUs. bf16 also runs on a CPU when asked; "
+        "fp16 needs CUDA. Evaluation stays fp32",
     )
     r.add_argument(
         "--drop-caches",

@@ -290,6 +290,7 @@ class RunConfig:
     seed_source: str = SOURCE_FIXED  # or seeds.SOURCE_SYSTEM: drawn from the system's randomness
     dry_run: bool = False
     smoke: bool = False  # a reference smoke run: real loader on a tiny real-format fixture, a few steps, one evaluation
+    precision: str = "auto"  # autocast of the training step: auto, fp32, bf16, fp16 (trainperf/harness/precision.py)
     division: str = "open"
     overrides: dict[str, Any] = field(default_factory=dict)
 

@@ -36,6 +36,7 @@ from trainperf import seeds
 from trainperf.dist import DistContext
 from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
 from trainperf.harness import clock
+from trainperf.harness import precision as precision_mod
 from trainperf.harness.mllog import RunLog, constants
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
@@ -180,6 +181,8 @@ class _Run:
         self.meter = None
         self.load_seconds = 0.0
         self.stepper: Stepper | None = None
+        autocast = precision_mod.resolve(self.config.precision, scale=self.spec.scale, device=workload.device)
+        self.precision = precision_mod.Precision(autocast, workload.device.type)
 
     def execute(self, submission: Submission, drop_caches: bool) -> RunOutcome:
         w, log, dist = self.w, self.log, self.dist
@@ -267,6 +270,8 @@ class _Run:
         log.event("trainperf_overrides", dict(config.overrides))  # hyperparameters changed from the default recipe
         log.event("trainperf_target", spec.target_text)
         log.event("trainperf_seed_source", config.seed_source)
+        log.event("trainperf_precision", config.precision)  # what was asked; trainperf_autocast: what ran
+        log.event("trainperf_autocast", self.precision.autocast)
         log.event(constants.SEED, config.seed)
 
     def _end_init(self, init_t0: float) -> float:
@@ -307,7 +312,7 @@ class _Run:
         w, spec = self.w, self.spec
         few = DRY_RUN_STEPS if self.config.dry_run else SMOKE_STEPS if self.config.smoke else None
         schedule = Schedule.for_run(spec, w, dry_run_steps=few)
-        stepper = self.stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule)
+        stepper = self.stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule, self.precision)
         batches = None if schedule.by_generation else self._batches()
         self.obs.run_started(spec, schedule.points[-1])
         for point in schedule.points:

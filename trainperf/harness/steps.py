@@ -1,6 +1,6 @@
-"""The training step, owned by the harness: zero_grad, forward and backward of each micro-batch
-(gradient accumulation, without DDP's all-reduce until the last one), gradient clipping where the recipe
-asks for it, the optimizer and scheduler steps. The loss is read back from the device every
+"""The training step, owned by the harness: zero_grad, forward (under the run's autocast, see
+``precision.py``) and backward of each micro-batch (gradient accumulation, without DDP's all-reduce until the
+last one), gradient clipping where the recipe asks for it, the optimizer and scheduler steps. The loss is read back from the device every
 ``LOSS_EVERY`` steps only (reading it is a device synchronization on a GPU).
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from trainperf.harness.mllog import RunLog, constants
+from trainperf.harness.precision import FP32, Precision
 from trainperf.harness.schedule import Schedule
 from trainperf.spec import Workload
 
@@ -29,8 +30,10 @@ class Stepper:
         scheduler: Any,
         observer: Any,
         schedule: Schedule,
+        precision: Precision = FP32,
     ) -> None:
         self.model, self.w, self.optimizer, self.scheduler = model, workload, optimizer, scheduler
+        self.precision = precision
         self.obs, self.schedule = observer, schedule
         self.accumulation = workload.recipe.gradient_accumulation_steps
         self.clip = workload.recipe.clip_grad_norm
@@ -48,12 +51,14 @@ class Stepper:
             last = i == len(micro_batches) - 1
             sync = nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
             with sync:
-                loss = self.w.loss(model, batch)
-                (loss / len(micro_batches)).backward()
-            total = loss.detach() if total is None else total + loss.detach()
+                with self.precision.forward():
+                    loss = self.w.loss(model, batch)
+                self.precision.backward(loss / len(micro_batches))
+            total = loss.detach().float() if total is None else total + loss.detach().float()
+        self.precision.unscale(self.optimizer)
         if self.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.clip)
-        self.optimizer.step()
+        self.precision.step(self.optimizer)
         if self.scheduler is not None:
             self.scheduler.step()
         self.optimizer_steps += 1

@@ -71,6 +71,7 @@ class SuiteOptions:
     dry_run: bool = False
     smoke: bool = False  # reference smoke runs on fixtures written under <out>/smoke-data
     drop_caches: bool = False
+    precision: str = "auto"  # --precision: the training step's autocast (trainperf/harness/precision.py)
 
 
 @dataclass(kw_only=True)
@@ -263,6 +264,7 @@ _SETTING_NAMES = {
     "trainperf_target": "target",
     "trainperf_code": "trainperf code",
     "trainperf_seed_source": "seed source",
+    "trainperf_precision": "precision (--precision)",
     "seed": "seed (--seed)",
 }
 
@@ -293,6 +295,7 @@ def _expected_settings(options: SuiteOptions, spec: Any, seed: int | None) -> di
         "trainperf_target": spec.target_text,
         "trainperf_code": trainperf.code_hash(),
         "trainperf_seed_source": seeds.SOURCE_SYSTEM if seed is None else seeds.SOURCE_FIXED,
+        "trainperf_precision": options.precision,
     }
     if seed is not None:
         expected["seed"] = seed
@@ -428,6 +431,7 @@ def _run_suite(
                 smoke=options.smoke,
                 division=options.division,
                 overrides=overrides,
+                precision=options.precision,
             )
             partial = result_dir / f".result_{i}.txt.{os.getpid()}-{secrets.token_hex(4)}.partial"
             log = RunLog(partial if dist.is_main else None)
