@@ -283,6 +283,9 @@ def test_workload_loads_r50_pkl_from_the_recipe_path(tmp_path, r50_pkl):
     w.prepare()
     model = w.build_model()
     assert torch.equal(model.backbone.body.layer3[2].conv2.weight, torch.from_numpy(blobs["res4_2_branch2b_w"]))
+    w.recipe = dataclasses.replace(w.recipe, backbone_checkpoint="", backbone_init="random")  # open division only
+    w.prepare()  # no R-50.pkl needed: the reference's random initialisation
+    assert w._backbone is None
     w.recipe = dataclasses.replace(w.recipe, backbone_init="torchvision")
     with pytest.raises(UsageError, match="backbone_init='torchvision'.*R-50.pkl or random"):
         w.prepare()
