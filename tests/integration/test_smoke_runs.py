@@ -59,3 +59,23 @@ def test_dlrm_smoke_log_fails_ruleset_2_only_on_the_target(tmp_path):
     res = check_log(log)
     assert res.scale == "reference" and res.ruleset == "2.0.0"
     assert is_target_only_failure(res), res.problems
+
+
+def test_maskrcnn_smoke_run_loads_r50_pkl_trains_evaluates_and_fails_ruleset_2_only_on_the_target(tmp_path):
+    # The fixture: COCO 2017 with all 80 categories and crowds, and an R-50.pkl in the reference's C2 layout
+    # (stand-in values), which the closed-division run loads through the restricted reader.
+    from trainperf.rules.compliance import check_log, is_target_only_failure
+
+    out = tmp_path / "o"
+    first = _smoke("maskrcnn", out)
+    assert (out / "smoke-data" / "maskrcnn" / "reference" / "R-50.pkl").is_file()
+    assert (first["train_samples"], first["eval_samples"]) == (4, 2)
+    assert first["submission_division"] == "closed" and first["trainperf_division"] == "closed"
+    assert first["opt_learning_rate_decay_steps"] == [480000, 640000]  # the rule's steps at 2 images per step
+    accuracy = first["eval_accuracy"]
+    assert set(accuracy) == {"BBOX", "SEGM"} and all(0.0 <= v <= 1.0 for v in accuracy.values())
+    [log] = list((out / "results").rglob("result_0.txt"))
+    assert log.read_text().count('"weights_initialization"') == 21
+    res = check_log(log)
+    assert res.scale == "reference" and res.ruleset == "2.0.0"
+    assert is_target_only_failure(res), res.problems

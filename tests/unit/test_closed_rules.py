@@ -129,3 +129,44 @@ def test_ssd_warmup_epochs_are_a_whole_number_at_least_0():
     assert (
         registry.default_recipe("ssd", "reference").opt_learning_rate_warmup_epochs == 1
     )  # an int, as the reference's
+
+
+def maskrcnn_check(division, **overrides):
+    bench = registry.benchmark("maskrcnn")
+    rules = bench.closed_rules["reference"]
+    check_overrides("maskrcnn", "reference", division, bench.recipes["reference"].as_dict(), rules, overrides)
+
+
+def test_maskrcnn_decay_steps_follow_the_batch_by_the_v2_rule():
+    from trainperf.workloads.maskrcnn import DECAY_STEPS_RULE
+
+    # (60000, 80000) * (1 + K/10) * 16 / global_batch_size, K an integer; derived with K = 0 by default
+    assert registry.default_recipe("maskrcnn", "reference").opt_learning_rate_decay_steps == ()
+    assert DECAY_STEPS_RULE.steps(16) == (60000, 80000) and DECAY_STEPS_RULE.steps(64) == (15000, 20000)
+    assert DECAY_STEPS_RULE.steps(2) == (480000, 640000)  # the reference's run_and_time.sh at 2 images per step
+    maskrcnn_check("closed", global_batch_size=64)  # the derived steps follow
+    maskrcnn_check("closed", global_batch_size=64, opt_learning_rate_decay_steps=[16500, 22000])  # K = 1
+    maskrcnn_check("closed", global_batch_size=64, opt_learning_rate_decay_steps=[60000, 80000])  # K = 30
+    maskrcnn_check("closed", opt_learning_rate_decay_steps=[54000, 72000])  # K = -1 at the default batch 16
+    for steps in ([20000, 26667], [20000, 26666]):  # 26666.7: either whole step
+        maskrcnn_check("closed", global_batch_size=48, opt_learning_rate_decay_steps=steps)
+    for batch, steps in ((64, [15000, 25000]), (16, [60000, 80000, 90000]), (16, [61000, 81333])):
+        with pytest.raises(RuleError) as e:
+            maskrcnn_check("closed", global_batch_size=batch, opt_learning_rate_decay_steps=steps)
+        msg = str(e.value)
+        assert "rule 'maskrcnn/reference/opt_learning_rate_decay_steps'" in msg and f"global_batch_size={batch}" in msg
+        assert "(60000, 80000) * (1 + K/10) * 16 / global_batch_size" in msg and "K=0: [" in msg
+    # steps allowed at one batch (K = -1 at 16) but not at another: checked against the batch given with them
+    with pytest.raises(RuleError, match="opt_learning_rate_decay_steps=\\[54000, 72000\\] with global_batch_size=24"):
+        maskrcnn_check("closed", global_batch_size=24, opt_learning_rate_decay_steps=[54000, 72000])
+    maskrcnn_check("open", global_batch_size=64, opt_learning_rate_decay_steps=[15000, 25000])
+
+
+def test_maskrcnn_closed_division_takes_the_msra_backbone_only():
+    maskrcnn_check("closed", backbone_checkpoint="/weights/R-50.pkl")  # any path to it
+    with pytest.raises(RuleError, match=r"rule 'maskrcnn/reference/backbone_init'.*fixed at 'R-50.pkl'"):
+        maskrcnn_check("closed", backbone_init="random")
+    maskrcnn_check("open", backbone_init="random")
+    for key in ("opt_bias_learning_rate_factor", "opt_weight_decay_bias"):
+        with pytest.raises(RuleError, match=f"rule 'maskrcnn/reference/{key}'"):
+            maskrcnn_check("closed", **{key: 1.0 if "factor" in key else 1e-4})

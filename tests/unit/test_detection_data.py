@@ -659,13 +659,14 @@ def test_undecodable_polygon_is_named_when_decoded(coco2017):
 
 
 def test_maskrcnn_smoke_fixture_is_coco2017_with_all_80_categories_and_crowds(tmp_path):
-    from trainperf.workloads.common.detection import fixtures, models
+    from trainperf.workloads.common.detection import fixtures
+    from trainperf.workloads.maskrcnn.model import COCO_CLASSES
 
     fixtures.write_coco2017(tmp_path / "maskrcnn" / "reference")
     w = _workload("maskrcnn", "reference", tmp_path)
     w.load_data()
     assert w.train_index.num_classes == 80 and max(w.train_index.category_to_label) == 90
-    assert w.train_index.category_to_label[90] == 80 < models.COCO_CATEGORY_IDS  # within the head
+    assert w.train_index.category_to_label[90] == 80 == COCO_CLASSES - 1  # the head's last class (0: background)
     crowds = [a for anns in w.val_index.annotations.values() for a in anns if a["iscrowd"]]
     assert crowds and isinstance(crowds[0]["segmentation"]["counts"], list)  # uncompressed RLE, as COCO's
     image, target = w.train_set[0]

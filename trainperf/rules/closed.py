@@ -1,8 +1,8 @@
 """Closed-division hyperparameter rules, as data, checked before a run starts.
 
 A benchmark's workload lists, per scale, the recipe keys a closed submission may change and how
-(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, and ``FixedBelow``, whose
-allowed values depend on another key of the recipe); every other recipe key is fixed at the recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
+(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, and ``FixedBelow`` and
+``ScaledByBatch``, whose allowed values depend on another key of the recipe); every other recipe key is fixed at the recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
 evaluates text.
 """
 
@@ -166,8 +166,8 @@ def check_overrides(
                     f"closed division, rule '{benchmark}/{scale}/{key}': {key} is fixed at {default!r}; you gave "
                     f"{value!r}. Allowed: {default!r} only (use --division open to change it)"
                 )
-        elif isinstance(rule, FixedBelow):
-            continue  # checked below, against the whole recipe
+        elif hasattr(rule, "allows_in"):
+            continue  # a rule that reads another key (FixedBelow, ScaledByBatch): checked below, on the whole recipe
         elif not rule.allows(value, default):
             raise RuleError(
                 f"closed division, rule '{benchmark}/{scale}/{key}': you gave {key}={value!r}; allowed: "
@@ -176,10 +176,66 @@ def check_overrides(
     if division != "closed":
         return
     for key, rule in rules.items():  # rules that read other keys: checked whenever either key changed
-        if isinstance(rule, FixedBelow) and key in final and (key in overrides or rule.key in overrides):
+        if hasattr(rule, "allows_in") and key in final and (key in overrides or rule.key in overrides):
             if not rule.allows_in(final[key], final):
+                describe = rule.describe_in(final) if hasattr(rule, "describe_in") else rule.describe(recipe[key])
                 raise RuleError(
                     f"closed division, rule '{benchmark}/{scale}/{key}': {key}={final[key]!r} with "
-                    f"{rule.key}={final[rule.key]!r}; allowed: {rule.describe(recipe[key])} "
+                    f"{rule.key}={final[rule.key]!r}; allowed: {describe} "
                     "(use --division open for other values)"
                 )
+
+
+@dataclass(frozen=True)
+class ScaledByBatch:
+    """Steps that scale inversely with the batch: ``base * (1 + K / 10) * reference_batch / batch`` for one integer
+    K > -10 shared by all steps, where ``batch`` is the recipe's ``key`` (MLPerf Mask R-CNN's decay steps,
+    training_rules.adoc: "(60000, 80000) * (1 + K / 10) * 16 / global_batch_size where K is integer"). A step
+    the formula makes fractional may be either neighbouring whole step. An empty value means "derived from
+    the batch with K = 0" (:meth:`steps`) and is always allowed."""
+
+    base: tuple[int, ...]
+    reference_batch: int
+    key: str = "global_batch_size"
+
+    def exact(self, batch: int, k: int) -> list[float]:
+        return [b * (1 + k / 10) * self.reference_batch / batch for b in self.base]
+
+    def steps(self, batch: int, k: int = 0) -> tuple[int, ...]:
+        """The whole steps of the formula (each rounded to the nearest)."""
+        return tuple(max(1, round(s)) for s in self.exact(batch, k))
+
+    def k_of(self, value: Any, batch: Any) -> int | None:
+        """The K that gives ``value`` at ``batch``, or None when no integer K does."""
+        if not isinstance(value, list | tuple) or len(value) != len(self.base) or isinstance(batch, bool):
+            return None
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value):
+            return None
+        if not isinstance(batch, int | float) or batch <= 0:
+            return None
+        k = round(10 * (value[0] * batch / (self.base[0] * self.reference_batch) - 1))
+        if k <= -10:
+            return None
+        exact = self.exact(batch, k)
+        return k if all(abs(v - e) < 1 for v, e in zip(value, exact, strict=True)) else None
+
+    def allows_in(self, value: Any, recipe: Mapping[str, Any]) -> bool:
+        if isinstance(value, list | tuple) and len(value) == 0:
+            return True
+        return self.k_of(value, recipe[self.key]) is not None
+
+    def allows(self, value: Any, default: Any) -> bool:  # without the rest of the recipe: only the derived default
+        return isinstance(value, list | tuple) and len(value) == 0
+
+    def describe_in(self, recipe: Mapping[str, Any]) -> str:
+        batch = recipe[self.key]
+        base = ", ".join(str(b) for b in self.base)
+        examples = "; ".join(f"K={k}: {list(self.steps(batch, k))}" for k in (0, 1, -1))
+        return (
+            f"({base}) * (1 + K/10) * {self.reference_batch} / {self.key} for an integer K, at {self.key}={batch}: "
+            f"{examples}, ... (or [] to derive them with K=0)"
+        )
+
+    def describe(self, default: Any) -> str:
+        base = ", ".join(str(b) for b in self.base)
+        return f"({base}) * (1 + K/10) * {self.reference_batch} / {self.key} for an integer K"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.rules.closed import MultipleOf, Tunable
+from trainperf.rules.closed import MultipleOf, ScaledByBatch, Tunable
 from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, Recipe
 from trainperf.workloads.common.detection import MINI_SCENES
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
@@ -37,11 +37,24 @@ class ReferenceRecipe(Recipe):
     opt_learning_rate_warmup_steps: int
     opt_learning_rate_warmup_factor: float
     opt_learning_rate_decay_factor: float
-    opt_learning_rate_decay_steps: tuple[int, ...]
+    # () -> derived from global_batch_size by MLPerf's rule with K = 0 (DECAY_STEPS_RULE); or two steps that
+    # the rule allows at this batch (closed division), or any (open)
+    opt_learning_rate_decay_steps: tuple[int, ...] = ()
+    opt_bias_learning_rate_factor: float = 2.0  # SOLVER.BIAS_LR_FACTOR: biases learn at twice the rate
+    opt_weight_decay_bias: float = 0.0  # SOLVER.WEIGHT_DECAY_BIAS
     num_image_candidates: int
     min_image_size: int
     max_image_size: int
-    backbone_checkpoint: str = ""  # "" -> <data-dir>/maskrcnn/reference/resnet50.pth
+    backbone_checkpoint: str = ""  # "" -> <data-dir>/maskrcnn/reference/R-50.pkl (the MSRA C2 pickle)
+    # "R-50.pkl": the reference's MSRA ImageNet weights from backbone_checkpoint (the closed division allows
+    # nothing else); "random": the reference's own random initialisation, open division only
+    backbone_init: str = "R-50.pkl"
+
+
+# MLPerf v2.0 (training_rules.adoc, maskrcnn): "opt_learning_rate_decay_steps: (60000, 80000) * (1 + K / 10) * 16 /
+# global_batch_size where K is integer" -- the 1x schedule's steps at 16 images per step, scaled to the batch.
+DECAY_STEPS_RULE = ScaledByBatch(base=(60000, 80000), reference_batch=16)
+BACKBONE_INITS = ("R-50.pkl", "random")
 
 
 # Mini recipe, chosen by measured time-to-train (README.md): AdamW, one-cycle schedule planned over
@@ -54,8 +67,9 @@ MINI_RECIPE = OneCycleAdamWRecipe(
     opt_learning_rate_schedule_epochs=1.0,
 )
 # The MLPerf v2.0 reference recipe (mlcommons/training object_detection, maskrcnn-benchmark's
-# e2e_mask_rcnn_R_50_FPN_1x): SGD 0.02 at 16 images per step, momentum 0.9, weight decay 1e-4, warm-up
-# from 1/3 over 500 steps, x0.1 at steps 60k and 80k, 1000 proposals per image, images 800-1333 px.
+# e2e_mask_rcnn_R_50_FPN_1x): SGD 0.02 at 16 images per step (biases at twice the rate, without weight decay),
+# momentum 0.9, weight decay 1e-4, warm-up from 1/3 over 500 steps, x0.1 at steps 60k and 80k (at 16 images per
+# step; derived from the batch), 1000 proposals per image, images 800-1333 px, from MSRA's R-50.pkl.
 REFERENCE_RECIPE = ReferenceRecipe(
     global_batch_size=16,
     opt_base_learning_rate=0.02,
@@ -64,7 +78,6 @@ REFERENCE_RECIPE = ReferenceRecipe(
     opt_learning_rate_warmup_steps=500,
     opt_learning_rate_warmup_factor=1.0 / 3.0,
     opt_learning_rate_decay_factor=0.1,
-    opt_learning_rate_decay_steps=(60000, 80000),
     num_image_candidates=1000,
     min_image_size=800,
     max_image_size=1333,
@@ -73,7 +86,7 @@ REFERENCE_RECIPE = ReferenceRecipe(
 REFERENCE = BenchmarkSpec(
     key="maskrcnn",
     scale="reference",
-    model="Mask R-CNN R50-FPN, 800-1333 px (44.40 M parameters)",
+    model="Mask R-CNN R50-FPN (MSRA ResNet-50 from R-50.pkl), 81 classes, 800-1333 px (44.35 M parameters)",
     dataset="COCO 2017 (train2017/, val2017/, annotations/instances_{train,val}2017.json)",
     metric="mAP",
     target=0.377,  # MLPerf Training v2.0 rules, closed_maskrcnn.yaml: BBOX >= 0.377 and SEGM >= 0.339
@@ -114,7 +127,8 @@ BENCHMARK = Benchmark(
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division. Reference: closed_maskrcnn.yaml asks for a rate that is a multiple of 0.02, a decay
-    # factor of 0.1 at two steps, and candidates in thousands; the image sizes and the rest are fixed.
+    # factor of 0.1 at two steps, and candidates in thousands; training_rules.adoc ties the decay steps to the
+    # batch (DECAY_STEPS_RULE); the backbone is MSRA's R-50.pkl (any path to it), and the rest is fixed.
     # Mini: trainperf's own rules for the mini recipe.
     closed_rules={
         "reference": {
@@ -122,7 +136,7 @@ BENCHMARK = Benchmark(
             "opt_base_learning_rate": MultipleOf(0.02),
             "opt_learning_rate_warmup_steps": Tunable(),
             "opt_learning_rate_warmup_factor": Tunable(),
-            "opt_learning_rate_decay_steps": Tunable(),
+            "opt_learning_rate_decay_steps": DECAY_STEPS_RULE,
             "num_image_candidates": MultipleOf(1000),
             "backbone_checkpoint": Tunable(),
         },
@@ -134,7 +148,7 @@ BENCHMARK = Benchmark(
         },
     },
     workload="trainperf.workloads.maskrcnn.workload:MaskRCNNWorkload",
-    smoke_fixture="trainperf.workloads.common.detection.fixtures:write_coco2017",
+    smoke_fixture="trainperf.workloads.maskrcnn.fixture:write_smoke_fixture",  # COCO 2017 and an R-50.pkl
     mini_data=MINI_SCENES,  # shared with ssd
     history_aliases=("mask",),  # v0.6: Google named its Mask R-CNN results folder `mask`
 )

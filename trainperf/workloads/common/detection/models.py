@@ -6,9 +6,9 @@ change.
 
 reference: the MLPerf v2.0 models. RetinaNet with a ResNeXt50-32x4d FPN (P3-P7, one head column per
 OpenImages class, 264, labels 0..263; every image resized to exactly 800x800 without keeping its aspect
-ratio, as the reference's transform does; frozen BatchNorm, stem and layer1 frozen); Mask R-CNN R50-FPN (COCO's 91 category ids,
-images 800-1333 px, frozen BatchNorm, stem and layer1 frozen). Backbone weights pretrained on ImageNet are
-loaded from a user-supplied checkpoint (nothing is downloaded).
+ratio, as the reference's transform does; frozen BatchNorm, stem and layer1 frozen), with ImageNet-pretrained
+backbone weights from a user-supplied checkpoint (nothing is downloaded). The reference Mask R-CNN, with
+its MSRA backbone, is maskrcnn's own: ``trainperf/workloads/maskrcnn/model.py``.
 
 mini: a small ResNeXt (ssd) / ResNet (maskrcnn) of torchvision's own ``Bottleneck`` blocks, trained from
 scratch with ordinary BatchNorm, an FPN of 64 channels on P2-P4 (ssd) or P2-P5 (maskrcnn), anchors sized
@@ -45,7 +45,6 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 OPENIMAGES_MLPERF_CLASSES = 264  # the MLPerf OpenImages subset's classes
-COCO_CATEGORY_IDS = 91  # torchvision's COCO heads index by category id (1..90), background 0
 
 
 class MiniBackbone(nn.Module):
@@ -195,18 +194,6 @@ def reference_retinanet(image_size: int = 800) -> RetinaNet:
         image_mean=list(IMAGENET_MEAN),
         image_std=list(IMAGENET_STD),
         fixed_size=(image_size, image_size),  # (width, height)
-    )
-
-
-def reference_maskrcnn() -> MaskRCNN:
-    """MLPerf v2.0 maskrcnn: Mask R-CNN R50-FPN, COCO category ids, 800-1333 px, frozen BN, 3 trainable stages."""
-    backbone = resnet_fpn_backbone(backbone_name="resnet50", weights=None, trainable_layers=3)
-    return MaskRCNN(
-        backbone,
-        num_classes=COCO_CATEGORY_IDS,
-        min_size=800,
-        max_size=1333,
-        rpn_post_nms_top_n_train=1000,  # MLPerf's num_image_candidates: 1000 per image
     )
 
 
