@@ -40,6 +40,11 @@ def read_measured(results: Path, benchmark: str) -> Measured:
         if not logged.success or logged.minutes is None or not logged.curve:
             continue
         values = first_values(read_mllog(path))
+        if values.get("submission_benchmark") != benchmark:
+            raise DataError(
+                f"{path}: logged as benchmark {values.get('submission_benchmark')!r}, in the folder of {benchmark!r}; "
+                "move it to its own benchmark's folder"
+            )
         scale = values.get("trainperf_scale")
         if scale not in ("mini", "reference"):
             raise DataError(f"{path}: 'trainperf_scale' is {scale!r}, not 'mini' or 'reference'; rerun it")
