@@ -5,7 +5,7 @@
 Fits the model on each submitter's single-node result (and, in the "+ bandwidth" mode, its smallest
 multi-node system too) and predicts the same round's larger systems of the same submitter and accelerator
 (trainperf/scaling/validate.py says how). Prints the median absolute percentage error per benchmark and
-overall; ``--cases`` also prints every prediction. No training, a second or two.
+overall; ``--cases`` also prints every prediction. No training, half a second.
 """
 
 from __future__ import annotations
