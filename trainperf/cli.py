@@ -464,6 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)
     add_submission_parser(sub)
     add_history_parser(sub)
+    __import__("trainperf.scaling.cli").scaling.cli.add_parser(sub)  # `trainperf scale`
 
     ls = sub.add_parser(
         "list",
