@@ -459,12 +459,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from trainperf.history.cli import add_parser as add_history_parser
     from trainperf.report.cli import add_parser as add_report_parser
+    from trainperf.scaling.cli import add_parser as add_scaling_parser
     from trainperf.submission.cli import add_parser as add_submission_parser
 
     add_report_parser(sub)
     add_submission_parser(sub)
     add_history_parser(sub)
-    __import__("trainperf.scaling.cli").scaling.cli.add_parser(sub)  # `trainperf scale`
+    add_scaling_parser(sub)  # `trainperf scale`
 
     ls = sub.add_parser(
         "list",
