@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up trainperf on a fresh Debian machine: Debian packages for the mini data, a virtual environment
-# with the pinned stack, and the mini datasets (checksummed). Idempotent: a second run changes nothing.
+# with the tested stack (constraints.txt), and the mini datasets (checksummed). Idempotent: a second run
+# changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,10 +25,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.trainperf-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing trainperf and its pinned dependencies (torch 2.14.1, torchvision 0.29.1, ...)"
+# pyproject.toml holds compatible ranges (a user's own torch stays); constraints.txt the exact tested versions,
+# which set-up and CI install. Either file newer than the stamp means a re-install.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+  echo "setup: installing trainperf and the tested versions of its dependencies (constraints.txt)"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[test]"
   touch "$stamp"
 fi
 
