@@ -49,6 +49,7 @@ def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir
         "trainperf_target": spec.target_text,
         "trainperf_code": trainperf.code_hash(),
         "trainperf_seed_source": seeds.SOURCE_SYSTEM,
+        "trainperf_precision": "auto",
     }
     earlier = write_log(results / "result_0.txt", made_here)
     (out / "trainperf.json").write_text(json.dumps({"system": SYSTEM, "scale": "mini"}))
