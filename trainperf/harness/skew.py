@@ -87,7 +87,7 @@ class ClockSkew:
             f"(± {worst.uncertainty_ms:.1f} ms) off rank 0's, more than the {self.bound_ms:g} ms a run allows "
             "(README, Many nodes): run_start and run_stop are read on every node, so the result could be off by as "
             "much. Synchronize the nodes' clocks (chrony or ntpd, `chronyc tracking` shows the offset), then run the "
-            "same command; nothing was started"
+            "same command: this run was not started"
         )
 
 
