@@ -336,7 +336,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
         + ("" if not problems else f"; the official system_desc_checker found problems: {'; '.join(problems)}")
         + ". The run writes the description of its own nodes under its --out folder"
     )
-    return 0
+    return 1 if problems else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -116,8 +116,9 @@ def test_bash_accepts_the_script_and_each_node_runs_the_same_command(tmp_path):
     assert text.count("srun ") == 1  # one step: srun starts every node
 
 
-def test_slurm_writes_the_system_for_n_nodes(tmp_path):
-    _script(tmp_path)
+def test_slurm_writes_the_system_for_n_nodes(tmp_path, capsys):
+    _script(tmp_path)  # exit code 0: the official system_desc_checker found no problem
+    assert "problems" not in capsys.readouterr().out
     desc = json.loads((tmp_path / "job.sbatch.system.json").read_text())
     assert desc["number_of_nodes"] == "4" and desc["accelerators_per_node"] == "8"
     assert desc["system_name"].endswith("_n4")
