@@ -86,7 +86,7 @@ def _schedule_text(spec) -> str:
     return f"every {every}{first}"
 
 
-def _relaunch_with_torchrun(nproc: int) -> int:
+def _relaunch_with_torchrun(nproc: int, node_args: list[str]) -> int:
     import subprocess
 
     argv = sys.argv[1:]
@@ -107,8 +107,7 @@ def _relaunch_with_torchrun(nproc: int) -> int:
         sys.executable,
         "-m",
         "trainperf.launch",  # torchrun, with a failed job told in one line (trainperf/launch.py)
-        "--standalone",
-        f"--nproc_per_node={nproc}",
+        *node_args,  # --standalone on one node; the c10d rendezvous on several (trainperf/nodes.py)
         # a failed rank ends the job: a restarted worker group would redo the run with a new clock (and torchrun
         # also reads PET_MAX_RESTARTS from the environment, so say it here)
         "--max-restarts=0",
@@ -141,6 +140,15 @@ def _terminated(signum: int, _frame: object) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.nproc < 1:
         raise UsageError("--nproc must be at least 1")
+    from trainperf.nodes import torchrun_node_args
+
+    node_args = torchrun_node_args(  # inconsistent node options fail before anything starts
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+    )
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
     keys = _benchmarks(args.benchmarks, args.scale, dry_run=args.dry_run)
@@ -172,8 +180,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
 
-    if args.nproc > 1 and not dist_mod.launched_by_torchrun():
-        return _relaunch_with_torchrun(args.nproc)
+    if (args.nproc > 1 or args.nnodes > 1) and not dist_mod.launched_by_torchrun():
+        return _relaunch_with_torchrun(args.nproc, node_args)
 
     import torch
     from rich.console import Console
@@ -284,6 +292,53 @@ def cmd_system(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_slurm(args: argparse.Namespace) -> int:
+    from trainperf import slurm
+    from trainperf.system import NOT_APPLICABLE, UNKNOWN, check_system_file, describe_system, write_system
+
+    benchmarks = list(args.benchmarks)
+    run_args = list(args.run_args)  # the options after -- (main() passes them on)
+    if run_args[:1] == ["--"]:
+        run_args = run_args[1:]
+    slurm.check_run_args(run_args)
+    run = build_parser().parse_args(["run", *benchmarks, *run_args])  # a bad option fails now, not in the job
+    _benchmarks(run.benchmarks, run.scale, dry_run=run.dry_run)
+    gpus = args.gpus_per_node
+    text = slurm.render(
+        benchmarks=benchmarks,
+        run_args=run_args,
+        nodes=args.nodes,
+        nproc_per_node=args.nproc_per_node or max(1, gpus),
+        gpus_per_node=gpus,
+        port=args.port,
+        job_name=args.job_name,
+        time_limit=args.time,
+        partition=args.partition,
+        account=args.account,
+    )
+    script = slurm.write_script(text, args.output)
+    desc = describe_system(
+        org=run.org,
+        division=run.division or ("closed" if run.scale == "reference" else "open"),
+        availability=run.availability,
+        system_name=run.system_name,
+        nodes=args.nodes,
+    )
+    if gpus and desc["accelerators_per_node"] != str(gpus):  # this host is not a compute node: say what is asked
+        desc = {k: UNKNOWN if v == NOT_APPLICABLE and k.startswith("accelerator") else v for k, v in desc.items()}
+        desc["accelerators_per_node"] = str(gpus)
+        desc["hw_notes"] += f" Host fields describe {os.uname().nodename}, where the job was written, not its nodes."
+    system_path = write_system(desc, args.output.with_name(args.output.name + ".system.json"))
+    problems = check_system_file(system_path)
+    print(f"{script}: written; submit it with `sbatch {script}` ({args.nodes} node(s), one torchrun agent each)")
+    print(
+        f"{system_path}: the system for {args.nodes} node(s) as seen from this host"
+        + ("" if not problems else f"; the official system_desc_checker found problems: {'; '.join(problems)}")
+        + ". The run writes the description of its own nodes under its --out folder"
+    )
+    return 1 if problems else 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -389,6 +444,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--nproc", type=int, default=1, help="processes to launch with torchrun (gloo on CPU, NCCL on GPU); default 1"
     )
     r.add_argument(
+        "--nnodes",
+        type=int,
+        default=1,
+        help="nodes of the job (default 1): start the same command on each node with its --node-rank and the same "
+        "--rdzv-endpoint; --nproc processes run on each node (torchrun's c10d rendezvous)",
+    )
+    r.add_argument("--node-rank", type=int, default=None, help="this node's number, 0..NNODES-1 (with --nnodes)")
+    r.add_argument(
+        "--rdzv-endpoint",
+        default=None,
+        metavar="HOST:PORT",
+        help="where the nodes meet (with --nnodes): the first node's address and a free port, the same on every node",
+    )
+    r.add_argument(
+        "--rdzv-id",
+        default=None,
+        help="the job's rendezvous id, the same on every node (default: trainperf); distinct for jobs sharing an endpoint",
+    )
+    r.add_argument(
         "--dry-run",
         action="store_true",
         help="a few steps on synthetic data at full model size, to check the path and the log",
@@ -446,6 +520,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", type=Path, default=None, help="write the JSON here (default: print it)")
     s.set_defaults(func=cmd_system)
 
+    sl = sub.add_parser(
+        "slurm",
+        help="write an sbatch script that runs benchmarks on N nodes (srun, one torchrun agent per node)",
+        description="Write an sbatch script that launches `trainperf run BENCHMARK… RUN_OPTIONS` on N nodes with "
+        "srun: one torchrun agent per node, meeting at the first node of the allocation (c10d rendezvous). Run "
+        "options go after --, e.g. `trainperf slurm resnet --nodes 4 --gpus-per-node 8 -o job.sbatch -- --scale "
+        "reference --runs 5`.",
+    )
+    sl.add_argument(
+        "benchmarks",
+        nargs="*",
+        metavar="BENCHMARK [-- RUN_OPTIONS]",
+        help="benchmark keys or 'all' (as for run); after --, options for trainperf run",
+    )
+    sl.add_argument("-o", "--output", type=Path, required=True, help="the sbatch script to write")
+    sl.add_argument("--nodes", type=int, required=True, help="nodes of the job (#SBATCH --nodes)")
+    sl.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node (#SBATCH --gpus-per-node; 0: CPU)")
+    sl.add_argument("--nproc-per-node", type=int, default=None, help="processes per node (default: one per GPU, or 1)")
+    sl.add_argument("--port", type=int, default=29500, help="rendezvous port on the first node (default 29500)")
+    sl.add_argument("--job-name", default=None, help="#SBATCH --job-name (default: trainperf-BENCHMARKS)")
+    sl.add_argument("--time", default=None, help="#SBATCH --time, e.g. 02:00:00")
+    sl.add_argument("--partition", default=None, help="#SBATCH --partition")
+    sl.add_argument("--account", default=None, help="#SBATCH --account")
+    sl.set_defaults(func=cmd_slurm)
+
     c = sub.add_parser(
         "check",
         help="check MLLOG files with the official compliance checker",
@@ -480,7 +579,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if getattr(args, "func", None) is cmd_slurm:
+        args.run_args = extra  # `trainperf slurm BENCHMARK … -- RUN_OPTIONS`: the options of the run it writes
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except TrainperfError as e:

@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 import trainperf
-from trainperf import seeds
+from trainperf import nodes, seeds
 from trainperf.dist import DistContext
 from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
-from trainperf.harness import clock
+from trainperf.harness import clock, node_energy, skew
 from trainperf.harness import precision as precision_mod
 from trainperf.harness.mllog import RunLog, constants
 from trainperf.harness.schedule import Schedule
@@ -198,6 +198,7 @@ class _Run:
         for name in w.reference_tensor_names(model):
             log.event(constants.WEIGHTS_INITIALIZATION, metadata={"tensor": name})
         model = w.parallelize(model)
+        self._check_clock_skew()
         init_seconds = self._end_init(init_t0)
         start_ms = round(clock.now_ms(dist))
         log.start(constants.RUN_START, time_ms=start_ms)
@@ -273,6 +274,16 @@ class _Run:
         log.event("trainperf_precision", config.precision)  # what was asked; trainperf_autocast: what ran
         log.event("trainperf_autocast", self.precision.autocast)
         log.event(constants.SEED, config.seed)
+
+    def _check_clock_skew(self) -> None:
+        """Several nodes: log each node's clock offset from rank 0, and refuse the run before run_start when the
+        skew can exceed the bound (:mod:`trainperf.harness.skew`). One node reads one clock: nothing to do."""
+        if nodes.node_count() <= 1:
+            return
+        measured = skew.measure(self.dist, nodes.node_rank())
+        value, metadata = measured.as_event()
+        self.log.event("trainperf_clock_skew_ms", value, metadata=metadata)
+        measured.check()
 
     def _end_init(self, init_t0: float) -> float:
         init_seconds = self.dist.all_reduce([time.perf_counter() - init_t0], op="max")[0]
@@ -381,6 +392,8 @@ class _Run:
         load_seconds: float,
     ) -> RunOutcome:
         reading = self.meter.stop() if self.meter is not None else None
+        if self.dist.distributed:  # every node's meter, each host once, summed on rank 0
+            reading = node_energy.job_reading(self.dist, reading)
         stop_ms = round(clock.now_ms(self.dist))
         total = time.perf_counter() - wall0
         if reading is not None:
@@ -416,11 +429,11 @@ class _Run:
 
 
 def _energy_meter(dist: DistContext):
-    """Power sampling during the run on rank 0: its node's CPU packages (RAPL) and GPUs (NVML).
+    """Power sampling during the run on each node's first process: its host's CPU packages (RAPL) and GPUs (NVML).
 
-    Other nodes of a multi-node run are not metered yet; a single node is metered whole.
+    Rank 0 sums the nodes when the run ends (:mod:`trainperf.harness.node_energy`).
     """
-    if not dist.is_main:
+    if not node_energy.meters_here(dist):
         return None
     from trainperf.harness.energy import EnergyMeter
 

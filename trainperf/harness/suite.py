@@ -371,10 +371,12 @@ def _run_suite(
     observer_for: Any,
     announce: Callable[[str], None] | None = None,
 ) -> list[BenchmarkSummary]:
+    from trainperf.nodes import node_count
     from trainperf.system import SUBMISSION_STATUS, default_system_name, describe_system, write_system
 
     overrides = dict(options.overrides)
-    system = options.system_name or default_system_name(nodes=1)
+    nodes = node_count()  # torchrun's agents: the system is that many machines like this one
+    system = options.system_name or default_system_name(nodes=nodes)
     if dist.is_main:
         _check_out_folder(options.out, system, options.scale, options.dry_run, options.smoke)
         desc = describe_system(
@@ -383,6 +385,7 @@ def _run_suite(
             division=options.division if options.scale == "reference" else "open",
             availability=options.availability,
             system_name=system,
+            nodes=nodes,
         )
         write_system(desc, options.out / "systems" / f"{system}.json")
     data_dir = options.data_dir
