@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from trainperf.errors import TrainperfError, UsageError
+from trainperf.errors import RunFailed, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
 from trainperf.spec import SCALES
 
@@ -232,7 +232,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Exception as e:
         group_lost = ctx.distributed and dist_mod.is_peer_failure(e)
         if group_lost:  # a clear error instead of the backend's traceback; the group is unusable: no shutdown
-            raise dist_mod.peer_failure(ctx, e, timeout_s) from None
+            raise dist_mod.peer_failure(ctx, e.__cause__ if isinstance(e, RunFailed) else e, timeout_s) from None
         raise
     finally:
         if not group_lost:

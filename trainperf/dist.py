@@ -144,11 +144,17 @@ def shutdown(ctx: DistContext) -> None:
 _PEER_WORDS = ("gloo", "NCCL", "Connection reset by peer", "Connection closed by peer", "Broken pipe")
 
 
-def is_peer_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is a collective failing because another rank stopped or hung (not a bug of this rank)."""
-    if isinstance(exc, getattr(torch_dist, "DistError", ())):
-        return True
-    return isinstance(exc, RuntimeError) and any(word in str(exc) for word in _PEER_WORDS)
+def is_peer_failure(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a collective failing because another rank stopped or hung (not a bug of this rank),
+    itself or as the cause of the error that ended the run (the runner wraps it in ``RunFailed``)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, getattr(torch_dist, "DistError", ())):
+            return True
+        if isinstance(exc, RuntimeError) and any(word in str(exc) for word in _PEER_WORDS):
+            return True
+        exc, seen = exc.__cause__, seen + 1
+    return False
 
 
 def peer_failure(ctx: DistContext, exc: BaseException, timeout_s: float) -> ProcessGroupFailed:

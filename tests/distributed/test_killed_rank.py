@@ -151,10 +151,10 @@ def test_torchrun_is_told_not_to_restart(monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", FakeLauncher)
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        assert cli._relaunch_with_torchrun(2) == 0
+        assert cli._relaunch_with_torchrun(2, ["--standalone"]) == 0
     finally:
         signal.signal(signal.SIGTERM, previous)  # the launcher forwards SIGTERM to torchrun while it waits
-    assert "--max-restarts=0" in seen["cmd"] and "--nproc" not in seen["cmd"]
+    assert "--max-restarts=0" in seen["cmd"] and "--nproc" not in seen["cmd"] and "--standalone" in seen["cmd"]
 
 
 def test_the_collective_timeout_comes_from_the_specs_or_the_environment(monkeypatch):
@@ -177,6 +177,16 @@ def test_a_collective_that_lost_its_peer_is_told_apart_from_a_bug():
     lost = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error: Connection reset by peer")
     assert dist.is_peer_failure(lost)
     assert not dist.is_peer_failure(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    from trainperf.errors import RunFailed
+
+    try:  # what the runner raises when a collective fails mid-run: the peer's loss is its cause
+        raise RunFailed("resnet: the run failed", None, 1) from lost
+    except RunFailed as wrapped:
+        assert dist.is_peer_failure(wrapped)
+    try:
+        raise RunFailed("resnet: the run failed", None, 1) from ValueError("a bug")
+    except RunFailed as wrapped:
+        assert not dist.is_peer_failure(wrapped)
     message = str(dist.peer_failure(dist.DistContext(rank=1, world_size=2), lost, 60.0))
     assert message.startswith("rank 1 of 2: a collective failed (") and "60 s collective timeout" in message
     assert "run the same command to resume" in message
