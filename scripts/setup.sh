@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-DEB_PACKAGES="dataset-fashion-mnist gnugo"
+DEB_PACKAGES="dataset-fashion-mnist gnugo espeak-ng flite"
 
 missing=""
 for p in $DEB_PACKAGES; do
