@@ -45,7 +45,7 @@ from trainperf.spec import RunConfig
 from trainperf.workloads.common.detection.evaluation import ResampledMap, coco_map, resampled
 
 # The workload method that gives one evaluation's per-image outcomes, which its ``evaluate`` reduces.
-PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections"}
+PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections", "rnnt": "utterance_errors"}
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
 
@@ -93,6 +93,13 @@ def train_to_target(key: str, seed: int, data_dir: Path, minutes: float | None) 
 def top1_metric(hits: torch.Tensor) -> tuple[int, Metric]:
     correct = hits.numpy().astype(np.float64)
     return len(correct), lambda draw: {"top1": float(correct[draw].mean())}
+
+
+def wer_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """WER of resampled utterances: their word errors over their reference words (an utterance drawn twice
+    counts twice)."""
+    errors, words = outcomes
+    return len(errors), lambda draw: {"wer": float(errors[draw].sum() / words[draw].sum())}
 
 
 def map_metric(workload: Any, detections: list[dict[str, Any]], check: int, console: Console) -> tuple[int, Metric]:
@@ -175,6 +182,8 @@ def main() -> int:
     trained = time.perf_counter() - t0
     if a.benchmark == "resnet":
         n, metric = top1_metric(outcomes)
+    elif a.benchmark == "rnnt":
+        n, metric = wer_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

@@ -143,10 +143,13 @@ def read_audio(path: Path) -> np.ndarray:
 
 
 # --- the vocabulary ------------------------------------------------------------------------------------
-def train_sentencepiece(transcripts: Iterable[str], vocab_size: int, dest: Path, *, hard_limit: bool = True) -> Path:
-    """A unigram sentencepiece model trained the reference's way (``spm_train --model_type=unigram
+def train_sentencepiece(
+    transcripts: Iterable[str], vocab_size: int, dest: Path, *, hard_limit: bool = True, model_type: str = "unigram"
+) -> Path:
+    """A sentencepiece model trained the reference's way (``spm_train --model_type=unigram
     --character_coverage=1.0 --bos_id=-1 --eos_id=-1``), written atomically to ``dest``. ``hard_limit=False``
-    allows fewer pieces than ``vocab_size`` (a text too small for that many)."""
+    allows fewer pieces than ``vocab_size`` (a text too small for that many); ``model_type`` another of
+    sentencepiece's models (the mini corpus: whole words)."""
     import sentencepiece as spm
 
     from trainperf.fileio import atomic_write_bytes
@@ -156,7 +159,7 @@ def train_sentencepiece(transcripts: Iterable[str], vocab_size: int, dest: Path,
         sentence_iterator=iter(list(transcripts)),
         model_writer=buf,
         vocab_size=vocab_size,
-        model_type="unigram",
+        model_type=model_type,
         character_coverage=1.0,
         bos_id=-1,
         eos_id=-1,
