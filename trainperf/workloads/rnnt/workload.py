@@ -88,9 +88,16 @@ class RNNTWorkload(Workload):
         if not self.train:
             raise DataError(f"rnnt: no training utterance of at most {self.recipe.data_train_max_duration} s")
         if not self.tokenizer_path.is_file():  # the reference's way: unigram sentencepiece on the training text
-            data.train_sentencepiece(
-                (u.transcript for u in self.train), REFERENCE_VOCAB, self.tokenizer_path, hard_limit=not self.smoke
-            )
+            try:
+                self.tokenizer_path.parent.mkdir(parents=True, exist_ok=True)
+                data.train_sentencepiece(
+                    (u.transcript for u in self.train), REFERENCE_VOCAB, self.tokenizer_path, hard_limit=not self.smoke
+                )
+            except OSError as e:
+                raise DataError(
+                    f"cannot write the vocabulary {self.tokenizer_path} ({e.strerror or e}): put the reference's "
+                    f"{REFERENCE_TOKENIZER} there, or make the folder writable"
+                ) from None
         self.sp = data.load_sentencepiece(self.tokenizer_path, self.model_config.n_classes - 1)
 
     def load_data(self) -> None:
