@@ -6,7 +6,7 @@
    the live progress bar (rendered to a terminal-like buffer) against the same steps with no observer,
    alternated ``repeats`` times; the median ratio is the display's cost.
 2. Every run also records the time spent outside the workload (logging, eval scheduling, clock reads)
-   as ``harness_overhead`` in summary.json; see benchmarks/resnet_calibration.py for those figures.
+   as ``harness_overhead`` in summary.json; see benchmarks/calibrate.py for those figures.
 """
 
 from __future__ import annotations

@@ -3,13 +3,19 @@
     python benchmarks/metric_error.py resnet
     python benchmarks/metric_error.py ssd --resamples 200
     python benchmarks/metric_error.py maskrcnn --seed 100002
+    python benchmarks/metric_error.py unet3d
+    python benchmarks/metric_error.py dlrm --resamples 1000
+    python benchmarks/metric_error.py rnnt
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
 evaluation, of a model near the target. That evaluation's per-image outcomes are kept (resnet: whether the
-top-1 class is right; ssd and maskrcnn: the detections), and the evaluation images are resampled with
+top-1 class is right; ssd and maskrcnn: the detections; unet3d: each case's kidney and tumour Dice; dlrm:
+each sample's score and label), and the evaluation images (unet3d: cases; dlrm: samples) are resampled with
 replacement B times. Each resample is scored with the workload's own metric code: top-1 is the mean of the
-hits; mAP is pycocotools' COCOeval on the resampled image set, where an image drawn twice counts twice
+hits; mean Dice the mean of the two classes' means over the cases; AUC scikit-learn's ``roc_auc_score`` of
+the resampled samples; mAP is pycocotools' COCOeval on the resampled image set, where an image drawn twice
+counts twice
 (``trainperf.workloads.common.detection.evaluation.ResampledMap``; ``--check`` compares its first resamples
 with a full COCOeval of the resampled data set, fresh image and annotation ids included). The standard
 deviation of the B values is the standard error (SE) of the metric over evaluation images: how far the
@@ -45,7 +51,14 @@ from trainperf.spec import RunConfig
 from trainperf.workloads.common.detection.evaluation import ResampledMap, coco_map, resampled
 
 # The workload method that gives one evaluation's per-image outcomes, which its ``evaluate`` reduces.
-PER_IMAGE = {"resnet": "top1_hits", "ssd": "detections", "maskrcnn": "detections", "rnnt": "utterance_errors"}
+PER_IMAGE = {
+    "resnet": "top1_hits",
+    "ssd": "detections",
+    "maskrcnn": "detections",
+    "unet3d": "case_scores",
+    "dlrm": "scores_and_labels",
+    "rnnt": "utterance_errors",
+}
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
 
@@ -100,6 +113,25 @@ def wer_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
     counts twice)."""
     errors, words = outcomes
     return len(errors), lambda draw: {"wer": float(errors[draw].sum() / words[draw].sum())}
+
+
+def dice_metric(scores: torch.Tensor) -> tuple[int, Metric]:
+    """unet3d: the kidney and tumour Dice of each evaluation case; mean Dice is the mean of the two means."""
+    per_case = scores.numpy().astype(np.float64)
+
+    def metric(draw: np.ndarray) -> dict[str, float]:
+        kidney, tumour = per_case[draw].mean(axis=0)
+        return {"mean_dice": float((kidney + tumour) / 2), "dice_kidney": float(kidney), "dice_tumour": float(tumour)}
+
+    return len(per_case), metric
+
+
+def auc_metric(scores_and_labels: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """dlrm: scikit-learn's exact AUC of the resampled evaluation samples (a sample drawn twice counts twice)."""
+    from sklearn.metrics import roc_auc_score
+
+    scores, labels = scores_and_labels
+    return len(scores), lambda draw: {"auc": float(roc_auc_score(labels[draw], scores[draw]))}
 
 
 def map_metric(workload: Any, detections: list[dict[str, Any]], check: int, console: Console) -> tuple[int, Metric]:
@@ -184,6 +216,10 @@ def main() -> int:
         n, metric = top1_metric(outcomes)
     elif a.benchmark == "rnnt":
         n, metric = wer_metric(outcomes)
+    elif a.benchmark == "unet3d":
+        n, metric = dice_metric(outcomes)
+    elif a.benchmark == "dlrm":
+        n, metric = auc_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

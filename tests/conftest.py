@@ -33,6 +33,12 @@ def data_dir() -> Path:
     from trainperf.workloads.rnnt import generator as rnnt_generator
 
     rnnt_generator.prepare_mini(root)  # spoken commands synthesized with espeak-ng and flite
+    from trainperf.workloads.unet3d import generator as unet3d_generator
+
+    unet3d_generator.prepare_mini(root)  # the unet3d phantoms (drawn, about 10 s)
+    from trainperf.workloads.dlrm import generator as dlrm_generator
+
+    dlrm_generator.prepare_mini(root)  # the generated click logs (idempotent)
     return root
 
 

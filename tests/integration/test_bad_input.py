@@ -113,6 +113,14 @@ def inverted_test_images(s: Scratch) -> None:
     raw.tofile(dest / "t10k-images-idx3-ubyte")
 
 
+@setup("dlrm-truncated-binary")
+def a_binary_click_log_cut_inside_a_record(s: Scratch) -> None:
+    root = s.root / "cut" / "dlrm" / "reference"
+    root.mkdir(parents=True)
+    (root / "terabyte_processed_train.bin").write_bytes(bytes(400))  # 2.5 records of 40 int32
+    (root / "terabyte_processed_test.bin").write_bytes(bytes(160))
+
+
 def _records() -> list:
     return [json.loads(line[len(MLLOG) :]) if line.startswith(MLLOG) else line for line in log_lines()]
 

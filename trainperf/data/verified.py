@@ -49,6 +49,22 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def read_manifest(path: Path, fix: str) -> dict:
+    """A generated data set's ``manifest.json`` (a JSON object with a ``files`` object); a DataError that names
+    the file and ends with ``fix`` (how to re-create it) when it is missing, unreadable or of another kind."""
+    from trainperf.errors import DataError
+
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path} is missing: {fix}") from None
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path} cannot be read ({e}): {fix}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
+        raise DataError(f"{path} is not a trainperf manifest: {fix}")
+    return doc
+
+
 def _stamp(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 

@@ -1,24 +1,131 @@
-"""unet3d: medical image segmentation (MLPerf: 3D U-Net on KiTS19). Pure data; the workload is not built yet."""
+"""unet3d: medical image segmentation (MLPerf: 3D U-Net on KiTS19; mini: generated KiTS19-layout phantoms).
+
+reference: the MLPerf v2.0 reference 3D U-Net (31,190,243 parameters) on KiTS19, SGD with Nesterov momentum,
+the reference's schedule and augmentations, mean Dice of kidney and tumour >= 0.908 by Gaussian-weighted
+sliding-window evaluation. mini: a smaller 3D U-Net of the same code on generated abdominal phantoms in
+the KiTS19 layout, its target calibrated by measurement (README.md beside this file). Pure data: no torch.
+"""
 
 from __future__ import annotations
 
-from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec
+from dataclasses import dataclass
+
+from trainperf.rules.closed import OneOf, Tunable
+from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, MiniData, Recipe
+
+# The v2.0 hyperparameter keys of closed_unet3d.yaml (global_batch_size, train_samples and eval_samples are
+# logged by the harness), and the initial rate of the warm-up.
+HPARAM_KEYS = (
+    "opt_name",
+    "opt_base_learning_rate",
+    "opt_initial_learning_rate",
+    "opt_learning_rate_warmup_epochs",
+    "opt_learning_rate_decay_boundary_epochs",
+    "opt_learning_rate_decay_factor",
+    "opt_weight_decay",
+    "opt_momentum",
+    "oversampling",
+    "training_input_shape",
+    "validation_input_shape",
+    "validation_overlap",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UNet3DRecipe(Recipe):
+    """The reference's flags (runtime/arguments.py): SGD with Nesterov momentum (or Adam), a linear warm-up
+    per epoch from ``opt_initial_learning_rate``, step decay at boundary epochs, foreground oversampling."""
+
+    global_batch_size: int
+    opt_name: str = "sgd"
+    opt_base_learning_rate: float
+    opt_initial_learning_rate: float = 1e-4
+    opt_learning_rate_warmup_epochs: int = 0
+    opt_learning_rate_decay_boundary_epochs: tuple[int, ...] = ()
+    opt_learning_rate_decay_factor: float = 1.0
+    opt_weight_decay: float = 0.0
+    opt_momentum: float = 0.9
+    oversampling: float = 0.4
+    training_input_shape: tuple[int, int, int] = (128, 128, 128)
+    validation_input_shape: tuple[int, int, int] = (128, 128, 128)
+    validation_overlap: float = 0.5
+
+
+# The v2.0 reference's run (run_and_time.sh): batch 2, learning rate 0.8, 200 warm-up epochs, no decay.
+REFERENCE_RECIPE = UNet3DRecipe(global_batch_size=2, opt_base_learning_rate=0.8, opt_learning_rate_warmup_epochs=200)
+# Mini recipe (README.md): the reference's optimizer and schedule shape on 32^3 patches.
+MINI_RECIPE = UNet3DRecipe(
+    global_batch_size=4,
+    opt_name="adam",
+    opt_base_learning_rate=0.003,
+    opt_learning_rate_decay_boundary_epochs=(16,),
+    opt_learning_rate_decay_factor=0.25,
+    training_input_shape=(32, 32, 32),
+    validation_input_shape=(32, 32, 32),
+)
 
 REFERENCE = BenchmarkSpec(
     key="unet3d",
     scale="reference",
-    model="3D U-Net (MLPerf v2.0 reference)",
-    dataset="KiTS19 (case_<5 digits>/imaging.nii.gz, segmentation.nii.gz; 168 train / 42 eval cases)",
+    model="3D U-Net (MLPerf v2.0 reference, filters 32-64-128-256-320; 31,190,243 parameters)",
+    dataset="KiTS19 (case_<5 digits>/imaging.nii.gz, segmentation.nii.gz, or the reference's *_x.npy/*_y.npy; 168 train / 42 eval cases)",
     metric="mean_dice",
     target=0.908,  # MLPerf Training v2.0 rules, closed_unet3d.yaml: eval_accuracy >= 0.908
     runs_required=40,  # v2.0 "Benchmark results": 40 runs, 4 fastest and 4 slowest dropped
     runs_dropped=4,
     unit=EPOCHS,  # an epoch is the 168 training cases
-    first_eval=1000.0,  # v2.0 reference: start_eval_at = ceil(1000 * 168 / samples_per_epoch) epochs
-    eval_interval=20.0,  # v2.0 reference: evaluate_every = ceil(20 * 168 / samples_per_epoch) epochs
+    first_eval=1000.0,  # v2.0 reference: start_eval_at 1000 epochs
+    eval_interval=20.0,  # v2.0 reference: evaluate_every 20 epochs
     max_progress=4000.0,  # the reference's --epochs 4000
     max_minutes=24 * 60.0,
+    hparam_keys=HPARAM_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_unet3d.yaml); schedule from the v2.0 reference",
 )
 
-BENCHMARK = Benchmark(key="unet3d", title="medical image segmentation", specs={"reference": REFERENCE})
+MINI = BenchmarkSpec(
+    key="unet3d",
+    scale="mini",
+    model="MiniUNet3D: the reference 3D U-Net with filters 8-16-32-64 (1 input channel, 3 classes)",
+    dataset="generated abdominal CT phantoms in the KiTS19 layout (NIfTI; 48 train / 16 eval cases)",
+    metric="mean_dice",
+    target=0.78,  # calibrated: README.md (10 calibration seeds; untrained model far below)
+    runs_required=10,  # the reference's 40 runs dropping 4 at each end, scaled: 10 runs dropping 1 at each end
+    runs_dropped=1,
+    unit=EPOCHS,
+    first_eval=12.0,
+    eval_interval=4.0,
+    max_progress=200.0,
+    max_minutes=5.0,
+    hparam_keys=HPARAM_KEYS,
+    target_source="measured: README.md beside unet3d/workload.py",
+    metric_se=0.019,  # benchmarks/metric_error.py unet3d: mean Dice 0.8532 at epoch 16, seed 100001, B = 200 (README.md)
+)
+
+_CLOSED = {
+    "global_batch_size": Tunable(),
+    "opt_base_learning_rate": Tunable(),
+    "opt_initial_learning_rate": Tunable(),
+    "opt_learning_rate_warmup_epochs": Tunable(),
+    "opt_learning_rate_decay_boundary_epochs": Tunable(),
+    "opt_learning_rate_decay_factor": Tunable(),
+    "opt_momentum": Tunable(),
+    "opt_weight_decay": Tunable(),
+    "opt_name": OneOf(("sgd", "adam")),
+}
+
+BENCHMARK = Benchmark(
+    key="unet3d",
+    title="medical image segmentation",
+    specs={"mini": MINI, "reference": REFERENCE},
+    recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
+    # Closed division: the optimizer's keys that closed_unet3d.yaml asks to be logged may change; the model,
+    # the patch shapes, oversampling and the evaluation's overlap are fixed (the reference's).
+    closed_rules={"reference": _CLOSED, "mini": _CLOSED},
+    workload="trainperf.workloads.unet3d.workload:UNet3DWorkload",
+    smoke_fixture="trainperf.workloads.unet3d.generator:write_smoke_fixture",
+    mini_data=MiniData(
+        description="abdominal CT phantoms (kidneys, tumours, noise, bias field, elastic deformation) as KiTS19 NIfTI cases",
+        prepare="trainperf.workloads.unet3d.generator:prepare_mini",
+        verify="trainperf.workloads.unet3d.generator:verify_mini",
+    ),
+)

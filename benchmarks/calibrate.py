@@ -1,0 +1,120 @@
+"""Calibrate a mini target: time-to-train over calibration seeds, and what an untrained network scores.
+
+    python benchmarks/calibrate.py dlrm --runs 10 --out /tmp/dlrm-calibration
+
+Any benchmark with a mini scale. Runs the default recipe through the real harness (`trainperf run KEY
+--runs N --seed S`, with its strict time budget), then evaluates the untrained network (same seeds, same
+evaluation code) and prints both, with each seed's deciding evaluations (the last below the target and
+the first at or above it) in standard errors of the metric from the target where the spec has one
+(``metric_se``). Seeds come from trainperf's calibration range (``trainperf.seeds.CALIBRATION_SEEDS``,
+100001 and up), which no default run can draw. The figures go in the workload's README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from trainperf import registry, seeds
+from trainperf.cli import default_data_dir
+
+
+def rnnt_guesser(data_dir: Path) -> None:
+    """rnnt: the most frequent training transcript answered for every evaluation utterance, scored by jiwer."""
+    import collections
+
+    import jiwer
+
+    from trainperf.workloads.rnnt import data, generator
+
+    root = generator.mini_dir(data_dir)
+    train = [u.transcript for u in data.scan_subset(root / generator.TRAIN_SUBSET)]
+    evaluation = [u.transcript for u in data.scan_subset(root / generator.EVAL_SUBSET)]
+    guess, _ = collections.Counter(train).most_common(1)[0]
+    print(f"most-frequent-transcript guesser ({guess!r}): wer {jiwer.wer(evaluation, [guess] * len(evaluation)):.4f}")
+
+
+# Benchmarks with a trivial baseline beyond the untrained network: key -> a function that prints it.
+BASELINES = {"rnnt": rnnt_guesser}
+
+
+def untrained_quality(key: str, seed: int, data_dir: Path) -> dict[str, float]:
+    """Every field the freshly initialized model scores, through the workload's own evaluation."""
+    from trainperf.dist import DistContext
+    from trainperf.harness.runner import seed_everything
+    from trainperf.spec import RunConfig
+
+    spec = registry.get_spec(key, "mini")
+    recipe = registry.default_recipe(key, "mini")
+    w = registry.workload_class(key)(spec, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
+    w.prepare()
+    w.load_data()
+    seed_everything(seed)
+    try:
+        return dict(w.evaluate(w.build_model()))
+    finally:
+        w.close()
+
+
+def deciding(spec, curve) -> str:
+    """The last evaluation below the target and the first at or above it, in standard errors from the target."""
+    se = getattr(spec, "metric_se", None)
+    first = next((i for i, (_, _, q) in enumerate(curve) if spec.reached(q)), None)
+    picks = [curve[-1]] if first is None else curve[max(0, first - 1) : first + 1]
+    shown = [f"{q:.4f} at {e:g}" + (f" ({(q - spec.target) / se:+.1f} SE)" if se else "") for _, e, q in picks]
+    return " -> ".join(shown) + ("" if first is not None else " (never reached)") if picks else "none"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("benchmark", help="benchmark key (mini scale)")
+    p.add_argument("--runs", type=int, default=10, help="calibration seeds (default 10)")
+    p.add_argument(
+        "--seed", type=int, default=seeds.CALIBRATION_SEEDS[0], help="first calibration seed (default 100001)"
+    )
+    p.add_argument("--out", type=Path, help="output folder (default /tmp/<benchmark>-calibration)")
+    p.add_argument("--data-dir", type=Path, default=default_data_dir())
+    p.add_argument("--untrained-only", action="store_true", help="skip the runs; evaluate untrained models only")
+    a = p.parse_args()
+    spec = registry.get_spec(a.benchmark, "mini")
+    if a.seed not in seeds.CALIBRATION_SEEDS or a.seed + a.runs - 1 not in seeds.CALIBRATION_SEEDS:
+        p.error(f"calibration seeds come from {seeds.CALIBRATION_SEEDS.start}..{seeds.CALIBRATION_SEEDS.stop - 1}")
+    out = a.out or Path(f"/tmp/{a.benchmark}-calibration")
+    print(f"target {spec.target_text}")
+    if not a.untrained_only:
+        cmd = [sys.executable, "-m", "trainperf", "run", a.benchmark, "--runs", str(a.runs), "--seed", str(a.seed)]
+        subprocess.call([*cmd, "--out", str(out), "--data-dir", str(a.data_dir), "--quiet"])
+        summary = json.loads((out / "summary.json").read_text())["benchmarks"][0]
+        for r in summary["runs"]:
+            curve = r.get("curve") or []
+            last = curve[-1] if curve else (0, 0, float("nan"))
+            print(
+                f"seed {r['seed']}: {r['status']:8s} {r['minutes'] * 60:6.1f} s  {spec.unit} {last[1]:.2f}  "
+                f"{spec.metric} {last[2]:.4f}  data load {r.get('load_seconds', float('nan')):.2f} s  "
+                f"overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
+                f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
+            )
+            print(f"    deciding evaluations {deciding(spec, curve)}")
+        ok = [r["minutes"] * 60 for r in summary["runs"] if r["status"] == "success"]
+        print(
+            f"reached: {len(ok)}/{len(summary['runs'])}; median time-to-train "
+            f"{statistics.median(ok) if ok else float('nan'):.1f} s; score {summary['score_minutes']} min "
+            f"({summary['score_label']})"
+        )
+    import torch
+
+    torch.set_num_threads(2)
+    if a.benchmark in BASELINES:
+        BASELINES[a.benchmark](a.data_dir)
+    untrained = [untrained_quality(a.benchmark, a.seed + i, a.data_dir) for i in range(a.runs)]
+    for field in untrained[0]:
+        print(f"untrained {field}: " + ", ".join(f"{q[field]:.4f}" for q in untrained))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,308 @@
+"""dlrm's workload: click logs, DLRM, SGD with the reference's LR policy, exact AUC over the whole eval set."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trainperf import seeds
+from trainperf.errors import DataError, UsageError
+from trainperf.spec import Workload
+from trainperf.workloads.dlrm import data, generator
+from trainperf.workloads.dlrm.model import DLRM, DLRMConfig, layer_names
+
+# The v2.0 reference's 26 table sizes: the Criteo 1TB categorical features hashed with --max-ind-range=40M
+# (mlcommons/training recommendation/dlrm; 187,767,399 rows, 24.0 G parameters of 128).
+REFERENCE_TABLE_SIZES = (
+    39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10,
+    2208, 11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36,
+)  # fmt: skip
+FLAVOURS = {
+    "reference": DLRMConfig(
+        table_sizes=REFERENCE_TABLE_SIZES,
+        embedding_dim=128,
+        bottom_mlp=(512, 256, 128),
+        top_mlp=(1024, 1024, 512, 256, 1),
+    ),
+    "mini": DLRMConfig(
+        table_sizes=generator.MINI_TABLE_SIZES, embedding_dim=16, bottom_mlp=(64, 16), top_mlp=(128, 64, 1)
+    ),
+}
+# A reference dry or smoke run (and the contract's one step) trains the reference architecture on a CPU: its
+# tables are capped at this many rows (the full ones hold 96 GB; a smoke fixture's hashes are taken modulo
+# the capped sizes, as the reader does with any table size); the MLPs and the interaction are full size.
+DRY_RUN_TABLE_ROWS = 10_000
+# Criteo 1TB: days 0-22 train (4,195,197,692 samples); the first half of day 23 is the reference's test split
+# (89,137,318 samples). A real run replaces them with what it found.
+DATASET_SIZES = {"reference": (4_195_197_692, 89_137_318), "mini": (generator.TRAIN_SAMPLES, generator.EVAL_SAMPLES)}
+REFERENCE_DAYS = 24
+BINARY_FILES = ("terabyte_processed_train.bin", "terabyte_processed_test.bin")
+EVAL_BATCH = 16384  # the reference's --test-mini-batch-size
+
+
+class DLRMWorkload(Workload):
+    DRY_RUN_LOCAL_BATCH = 64
+    _sizes: tuple[int, int] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = FLAVOURS[self.spec.scale]
+        if (self.dry_run or self.smoke) and self.spec.scale == "reference":
+            config = dataclasses.replace(
+                config, table_sizes=tuple(min(n, DRY_RUN_TABLE_ROWS) for n in config.table_sizes)
+            )
+        self.model_config = config
+        self.root = self.data_dir / ("dlrm/mini" if self.spec.scale == "mini" else "dlrm/reference")
+        self.format = "tsv"
+        self.train: data.ClickLog | None = None
+        self.eval: data.ClickLog | None = None
+
+    # --- files ---------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        if self.spec.scale == "mini":
+            problems = generator.verify_mini(self.data_dir)
+            if problems:
+                raise DataError(f"dlrm mini data: {problems[0]}; {generator.FIX}")
+            return
+        binary = [self.root / name for name in BINARY_FILES]
+        days = [self.root / f"day_{k}" for k in range(REFERENCE_DAYS)]
+        if all(p.is_file() for p in binary):
+            self.format = "binary"
+            for p in binary:
+                data.check_binary(p)  # a truncated file is refused before the clock
+        elif all(p.is_file() for p in days):
+            self.format = "tsv"
+        else:
+            raise DataError(
+                f"dlrm reference data not found in {self.root}: put the reference's preprocessed "
+                f"{' and '.join(BINARY_FILES)} there, or the Criteo 1TB TSV files day_0 ... day_23"
+            )
+
+    def load_data(self) -> None:
+        sizes = self.model_config.table_sizes
+        if self.spec.scale == "mini":
+            self.train = data.read_tsv(self.root / generator.TRAIN_FILE, sizes)
+            self.eval = data.read_tsv(self.root / generator.EVAL_FILE, sizes)
+            self._sizes = (len(self.train), len(self.eval))
+        elif self.format == "binary":
+            self.train_records = data.open_binary(self.root / BINARY_FILES[0])
+            self.eval_records = data.open_binary(self.root / BINARY_FILES[1])
+            self._sizes = (len(self.train_records), len(self.eval_records))
+        else:
+            # Training days are streamed (counted here, read as they train); day 23's first half is the test split.
+            self.train_days = [self.root / f"day_{k}" for k in range(REFERENCE_DAYS - 1)]
+            n_train = sum(_count_lines(p) for p in self.train_days)
+            day23 = data.read_tsv(self.root / f"day_{REFERENCE_DAYS - 1}", sizes)
+            self.eval = day23.head(len(day23) // 2)
+            self._sizes = (n_train, len(self.eval))
+        if min(self._sizes) == 0:
+            raise DataError(f"dlrm: no samples found in {self.root} ({self._sizes[0]} train, {self._sizes[1]} eval)")
+
+    @property
+    def train_samples(self) -> int:
+        return (self._sizes or DATASET_SIZES[self.spec.scale])[0]
+
+    @property
+    def eval_samples(self) -> int:
+        return (self._sizes or DATASET_SIZES[self.spec.scale])[1]
+
+    # --- model and optimizer ---------------------------------------------------------------------------
+    def build_model(self) -> torch.nn.Module:
+        # A distributed reference run never holds every table on one rank: they are built on the meta device
+        # and each owner initializes its own in ``parallelize``.
+        full_size = self.spec.scale == "reference" and not (self.dry_run or self.smoke)
+        tables = "meta" if full_size and self.dist.distributed else None
+        return DLRM(self.model_config, table_device=tables)
+
+    def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """One process: the model on the device. Several: the reference's layout, whole tables on their owner
+        ranks (model-parallel, ``sharding.TableWiseDLRM``) and the MLPs replicated under DDP."""
+        if not self.dist.distributed:
+            return model.to(self.device)
+        from trainperf.workloads.dlrm.sharding import TableWiseDLRM
+
+        model.bottom_mlp.to(self.device)
+        model.top_mlp.to(self.device)
+        model._pairs = model._pairs.to(self.device)
+        ids = [self.dist.local_rank] if self.device.type == "cuda" else None
+        return TableWiseDLRM(model, device=self.device, device_ids=ids)
+
+    def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
+        if self.spec.scale != "reference":
+            return []
+        return sorted(set(layer_names(model).values()))
+
+    def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
+        r = self.recipe
+        groups: list[dict[str, Any]] = [{"params": list(model.parameters())}]
+        if r.dense_learning_rate is not None:  # the tables at the base rate, the MLPs at their own
+            tables = [p for n, p in model.named_parameters() if n.split(".")[-2] == "embeddings"]
+            dense = [p for n, p in model.named_parameters() if n.split(".")[-2] != "embeddings"]
+            groups = [{"params": tables}, {"params": dense, "lr": r.dense_learning_rate}]
+        # Sparse gradients: torch warns on each step that it skips its (slow) sparse-tensor invariant checks.
+        warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+        if r.opt_name == "sgd":
+            opt = torch.optim.SGD(groups, lr=r.opt_base_learning_rate)
+        elif r.opt_name == "adagrad":  # the mini recipe: sparse-gradient Adagrad (README.md: why)
+            opt = torch.optim.Adagrad(groups, lr=r.opt_base_learning_rate)
+        else:
+            raise UsageError(f"dlrm: optimizer {r.opt_name!r} is not supported: sgd (the reference's) or adagrad")
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_policy(r))
+
+    def hparams(self) -> dict[str, Any]:
+        out = super().hparams()
+        out["sgd_opt_base_learning_rate"] = self.recipe.opt_base_learning_rate
+        return out
+
+    # --- training data -------------------------------------------------------------------------------------
+    def synthetic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
+        n = self.local_batch_size
+        dense = torch.log1p(torch.randint(0, 100, (n, data.NUM_DENSE), generator=g).float())
+        sizes = torch.tensor(self.model_config.table_sizes)
+        sparse = (torch.rand(n, data.NUM_SPARSE, generator=g) * sizes).long()
+        return dense, sparse, torch.randint(0, 2, (n,), generator=g).float()
+
+    def train_batches(self) -> Iterator[Any]:
+        if self.spec.scale == "mini":
+            return self._in_memory_batches()
+        if self.format == "binary":
+            return self._binary_batches()
+        return self._tsv_batches()
+
+    def _rank_slice(self) -> slice:
+        n = self.local_batch_size
+        return slice(self.dist.rank * n, (self.dist.rank + 1) * n)
+
+    def _in_memory_batches(self) -> Iterator[Any]:
+        """Each epoch a seeded permutation (the same on every rank); each rank takes its slice of every global batch."""
+        assert self.train is not None
+        log, gb, mine = self.train, self.global_batch_size, self._rank_slice()
+        epoch = 0
+        while True:
+            order = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch).permutation(len(log))
+            for b in range(len(log) // gb):
+                idx = np.sort(order[b * gb : (b + 1) * gb][mine])
+                yield _tensors(data.ClickLog(log.labels[idx], log.dense[idx], log.sparse[idx]))
+            epoch += 1
+
+    def _binary_batches(self) -> Iterator[Any]:
+        """The reference's --mlperf-bin-shuffle: the order of whole batches is shuffled each epoch."""
+        gb, mine, path = self.global_batch_size, self._rank_slice(), self.root / BINARY_FILES[0]
+        batches = len(self.train_records) // gb
+        epoch = 0
+        while True:
+            for b in seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch).permutation(batches):
+                start = int(b) * gb
+                rows = slice(start + mine.start, start + mine.stop)
+                yield _tensors(data.binary_records(self.train_records, rows, path, self.model_config.table_sizes))
+            epoch += 1
+
+    def _tsv_batches(self) -> Iterator[Any]:
+        """The training days in order, each parsed chunk shuffled (seeded), cut into global batches."""
+        gb, mine = self.global_batch_size, self._rank_slice()
+        epoch = 0
+        while True:
+            rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch)
+            pending: list[data.ClickLog] = []
+            held = 0
+            for day in self.train_days:
+                for chunk in data.iter_tsv(day, self.model_config.table_sizes):
+                    pending.append(chunk)
+                    held += len(chunk)
+                    if held < gb:
+                        continue
+                    block = data.ClickLog.concat(pending)
+                    order = rng.permutation(len(block))
+                    full = len(block) // gb * gb
+                    for b in range(0, full, gb):
+                        idx = np.sort(order[b : b + gb][mine])
+                        yield _tensors(data.ClickLog(block.labels[idx], block.dense[idx], block.sparse[idx]))
+                    rest = order[full:]
+                    pending = [data.ClickLog(block.labels[rest], block.dense[rest], block.sparse[rest])]
+                    held = len(rest)
+            epoch += 1  # the last partial batch of an epoch is dropped
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        dense, sparse, labels = (t.to(self.device, non_blocking=True) for t in batch)
+        return F.binary_cross_entropy_with_logits(model(dense, sparse), labels)
+
+    # --- evaluation -----------------------------------------------------------------------------------
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """Exact AUC over the whole evaluation set: each rank scores its shard once, the scores are gathered
+        in rank order, and scikit-learn's roc_auc_score computes the AUC of all of them."""
+        from sklearn.metrics import roc_auc_score
+
+        scores, labels = self.scores_and_labels(model)
+        if labels.min() == labels.max():
+            raise DataError("dlrm: the evaluation set holds one class only; its AUC is undefined")
+        return {"auc": float(roc_auc_score(labels, scores))}
+
+    @torch.no_grad()
+    def scores_and_labels(self, model: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
+        """Every evaluation sample's logit and label, gathered from all ranks (each sample exactly once)."""
+        model.eval()
+        scores, labels = [], []
+        for dense, sparse, y in self._eval_batches():
+            scores.append(model(dense.to(self.device), sparse.to(self.device)).float())
+            labels.append(y.to(self.device))
+        model.train()
+        local_scores = torch.cat(scores) if scores else torch.zeros(0, device=self.device)
+        local_labels = torch.cat(labels) if labels else torch.zeros(0, device=self.device)
+        all_scores = self.dist.all_gather(local_scores).cpu().double().numpy()
+        all_labels = self.dist.all_gather(local_labels).cpu().numpy()
+        if len(all_scores) != self.eval_samples:
+            raise RuntimeError(f"dlrm: evaluated {len(all_scores)} of {self.eval_samples} samples")
+        return all_scores, all_labels
+
+    def _eval_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        shard = self.dist.shard(self.eval_samples)  # this rank's samples, each evaluated exactly once
+        for i in range(shard.start, shard.stop, EVAL_BATCH):
+            rows = slice(i, min(i + EVAL_BATCH, shard.stop))
+            if self.eval is not None:
+                yield _tensors(data.ClickLog(self.eval.labels[rows], self.eval.dense[rows], self.eval.sparse[rows]))
+            else:
+                path = self.root / BINARY_FILES[1]
+                yield _tensors(data.binary_records(self.eval_records, rows, path, self.model_config.table_sizes))
+
+
+def _tensors(log: data.ClickLog) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(log.dense), torch.from_numpy(log.sparse), torch.from_numpy(log.labels)
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def lr_policy(r: Any):
+    """The reference's LRPolicyScheduler as a LambdaLR factor: linear warm-up, constant, then polynomial decay
+    (power ``sgd_opt_learning_rate_decay_poly_power``) from ``lr_decay_start_steps`` to 0 over
+    ``sgd_opt_learning_rate_decay_steps``, never below the reference's 1e-7 floor."""
+    warmup, start, steps, power = (
+        r.opt_learning_rate_warmup_steps,
+        r.lr_decay_start_steps,
+        r.sgd_opt_learning_rate_decay_steps,
+        r.sgd_opt_learning_rate_decay_poly_power,
+    )
+    floor = 1e-7 / r.opt_base_learning_rate
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return 1.0 - (warmup - step) / warmup
+        if steps > 0 and step >= start:
+            done = min(step - start, steps)
+            return max(floor, ((steps - done) / steps) ** power)
+        return 1.0
+
+    return factor

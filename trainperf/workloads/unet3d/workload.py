@@ -1,0 +1,225 @@
+"""unet3d's workload: KiTS19 cases, the 3D U-Net, Dice-CE loss, sliding-window mean Dice (facts in ``__init__.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trainperf import seeds
+from trainperf.errors import DataError, UsageError
+from trainperf.spec import Workload
+from trainperf.workloads.unet3d import data, generator
+from trainperf.workloads.unet3d.evaluation import dice_scores, sliding_window
+from trainperf.workloads.unet3d.model import UNet3D, reference_tensor_names
+from trainperf.workloads.unet3d.sampling import TrainSampler
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flavour:
+    """What a scale fixes beyond the recipe: the network's filters and the preprocessing."""
+
+    filters: tuple[int, ...]
+    preprocessing: data.Preprocessing
+    sizes: tuple[int, int]  # (train, eval) cases logged before the data is read (a dry run reads none)
+
+
+FLAVOURS = {
+    "reference": Flavour(
+        filters=(32, 64, 128, 256, 320), preprocessing=data.Preprocessing(min_shape=(128, 128, 128)), sizes=(168, 42)
+    ),
+    "mini": Flavour(
+        filters=(8, 16, 32, 64),
+        preprocessing=data.Preprocessing(min_shape=(32, 32, 32)),
+        sizes=(generator.TRAIN_CASES, generator.EVAL_CASES),
+    ),
+}
+# A reference dry or smoke run on a CPU trains and evaluates 64^3 patches of the full-size model (a 128^3
+# step takes about 30 s and 5.5 GB on two cores); the shapes it used are the ones it logs.
+CPU_CHECK_PATCH = (64, 64, 64)
+
+
+class UNet3DWorkload(Workload):
+    DRY_RUN_LOCAL_BATCH = 1
+    _loaded: tuple[int, int] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.flavour = FLAVOURS[self.spec.scale]
+        r = self.recipe
+        self.train_patch = tuple(r.training_input_shape)
+        self.val_patch = tuple(r.validation_input_shape)
+        if self.spec.scale == "reference" and (self.dry_run or self.smoke) and self.device.type == "cpu":
+            self.train_patch = self.val_patch = CPU_CHECK_PATCH
+        divisor = 2 ** len(self.flavour.filters)
+        for name, shape in (("training_input_shape", self.train_patch), ("validation_input_shape", self.val_patch)):
+            if len(shape) != 3 or any(s <= 0 or s % divisor for s in shape):
+                raise UsageError(f"unet3d: {name} {list(shape)} must be 3 sizes, each a multiple of {divisor}")
+        self.preprocessing = data.Preprocessing(
+            **{**self.flavour.preprocessing.__dict__, "min_shape": self.train_patch}
+        )
+
+    # --- data -----------------------------------------------------------------------------------------
+    def _root(self):
+        return self.data_dir / "unet3d" / self.spec.scale
+
+    def _eval_ids(self) -> frozenset[str]:
+        return generator.eval_case_ids() if self.spec.scale == "mini" else data.REFERENCE_EVAL_CASES
+
+    def prepare(self) -> None:
+        if self.spec.scale == "mini":
+            problems = generator.verify_mini(self.data_dir, trust_cache=True)
+            if problems:
+                raise DataError(f"unet3d mini data: {problems[0]}; {generator.FIX}")
+        wanted = (
+            None if self.smoke or self.spec.scale == "mini" else [f"{i:05d}" for i in range(data.REFERENCE_MAX_CASE)]
+        )
+        self.npy_dir, ids = data.prepare_cases(self._root(), self.preprocessing, case_ids=wanted)
+        eval_ids = self._eval_ids()
+        self.train_ids = [i for i in ids if i not in eval_ids]
+        self.eval_ids = [i for i in ids if i in eval_ids]
+        if not self.train_ids or not self.eval_ids:
+            raise DataError(
+                f"unet3d: {self._root()} holds {len(self.train_ids)} training and {len(self.eval_ids)} evaluation "
+                "cases; both are needed (evaluation cases are the reference's evaluation_cases.txt list)"
+            )
+
+    def load_data(self) -> None:
+        self.train_cases = data.load_cases(self.npy_dir, self.train_ids)
+        shard = self.dist.shard(len(self.eval_ids))
+        self.eval_cases = data.load_cases(self.npy_dir, [self.eval_ids[i] for i in shard])
+        self._loaded = (len(self.train_ids), len(self.eval_ids))
+
+    @property
+    def train_samples(self) -> int:
+        return (self._loaded or self.flavour.sizes)[0]
+
+    @property
+    def eval_samples(self) -> int:
+        return (self._loaded or self.flavour.sizes)[1]
+
+    # --- model and optimizer --------------------------------------------------------------------------
+    def build_model(self) -> torch.nn.Module:
+        return UNet3D(1, data.NUM_CLASSES, self.flavour.filters)
+
+    def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
+        return reference_tensor_names(model) if self.spec.scale == "reference" else []
+
+    def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
+        r = self.recipe
+        if r.opt_name == "sgd":
+            opt = torch.optim.SGD(
+                model.parameters(),
+                lr=r.opt_base_learning_rate,
+                momentum=r.opt_momentum,
+                nesterov=True,
+                weight_decay=r.opt_weight_decay,
+            )
+        elif r.opt_name == "adam":
+            opt = torch.optim.Adam(model.parameters(), lr=r.opt_base_learning_rate, weight_decay=r.opt_weight_decay)
+        else:
+            raise UsageError(f"unet3d: optimizer {r.opt_name!r} is not supported (sgd or adam, as the reference's)")
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, self._lr_factor)
+
+    def _lr_factor(self, step: int) -> float:
+        """The reference's schedule for the 0-based step: during epoch e (1-based) of the warm-up the rate is
+        ``init + (base - init) * e / warmup``, then ``base`` times ``decay_factor`` per boundary epoch passed."""
+        r = self.recipe
+        epoch = step // self.steps_per_epoch + 1
+        if r.opt_learning_rate_warmup_epochs > 0 and epoch <= r.opt_learning_rate_warmup_epochs:
+            lr = r.opt_initial_learning_rate + (r.opt_base_learning_rate - r.opt_initial_learning_rate) * (
+                epoch / r.opt_learning_rate_warmup_epochs
+            )
+        else:
+            lr = r.opt_base_learning_rate
+        passed = sum(epoch > b for b in r.opt_learning_rate_decay_boundary_epochs)
+        return lr * r.opt_learning_rate_decay_factor**passed / r.opt_base_learning_rate
+
+    def hparams(self) -> dict[str, Any]:
+        out = super().hparams()
+        out["training_input_shape"] = list(self.train_patch)
+        out["validation_input_shape"] = list(self.val_patch)
+        out["opt_learning_rate_decay_boundary_epochs"] = list(self.recipe.opt_learning_rate_decay_boundary_epochs)
+        return {k: out[k] for k in self.spec.hparam_keys if k in out}
+
+    # --- training -------------------------------------------------------------------------------------
+    def synthetic_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
+        n = self.local_batch_size
+        x = torch.randn(n, 1, *self.train_patch, generator=g)
+        return x, torch.randint(0, data.NUM_CLASSES, (n, 1, *self.train_patch), generator=g, dtype=torch.uint8)
+
+    def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        sampler = TrainSampler(self.train_cases, self.train_patch, self.recipe.oversampling, self.config.seed)
+        n, rank, world = self.local_batch_size, self.dist.rank, self.dist.world_size
+        per_epoch = self.steps_per_epoch * self.recipe.gradient_accumulation_steps
+        epoch = 0
+        while True:
+            # every rank draws the same permutation and takes its slice of each global batch
+            order = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch).permutation(len(self.train_cases))
+            for b in range(per_epoch):
+                picks = order[(b * world + rank) * n : (b * world + rank + 1) * n]
+                if len(picks) < n:  # the last partial batch is dropped, as the reference's loader does
+                    break
+                items = [sampler.sample(int(i), epoch, rank) for i in picks]
+                yield (
+                    torch.from_numpy(np.stack([x for x, _ in items])),
+                    torch.from_numpy(np.stack([y for _, y in items])),
+                )
+            epoch += 1
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        x, y = batch
+        logits = model(x.to(self.device, non_blocking=True))
+        return dice_ce_loss(logits, y.to(self.device, non_blocking=True))
+
+    # --- evaluation -----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def case_scores(self, model: torch.nn.Module) -> torch.Tensor:
+        """Dice of kidney and tumour for each evaluation case of this rank's shard (cases x 2, on the CPU):
+        what :meth:`evaluate` averages, and what ``benchmarks/metric_error.py`` resamples."""
+        model.eval()
+        rows = []
+        for case in self.eval_cases:
+            image = torch.from_numpy(case.image)[None].to(self.device)
+            label = torch.from_numpy(case.label)[None].to(self.device)
+            logits, label = sliding_window(
+                model,
+                image,
+                label,
+                self.val_patch,
+                overlap=self.recipe.validation_overlap,
+                padding_value=self.preprocessing.padding_value,
+            )
+            rows.append(dice_scores(logits, label)[0].cpu())
+        model.train()
+        return torch.stack(rows) if rows else torch.zeros(0, 2)
+
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        scores = self.case_scores(model).double()
+        kidney, tumour, count = self.dist.all_reduce(
+            [float(scores[:, 0].sum()), float(scores[:, 1].sum()), float(len(scores))]
+        )
+        if count != self.eval_samples:
+            raise RuntimeError(f"unet3d: evaluated {count:.0f} of {self.eval_samples} cases")
+        kidney, tumour = kidney / count, tumour / count
+        return {"mean_dice": (kidney + tumour) / 2, "dice_kidney": kidney, "dice_tumour": tumour}
+
+
+def dice_ce_loss(logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    """The reference's DiceCELoss: (mean over batch and foreground classes of 1 - soft Dice, plus cross-entropy) / 2.
+
+    Soft Dice of each case and class on the softmax, background excluded, with the reference's smoothing
+    of 1e-6 in numerator and denominator.
+    """
+    target = label[:, 0].long()
+    ce = F.cross_entropy(logits, target)
+    prob = torch.softmax(logits, dim=1)[:, 1:]
+    onehot = F.one_hot(target, data.NUM_CLASSES).permute(0, 4, 1, 2, 3)[:, 1:].to(prob.dtype)
+    axes = tuple(range(2, logits.ndim))
+    dice = (2 * (prob * onehot).sum(axes) + 1e-6) / (prob.sum(axes) + onehot.sum(axes) + 1e-6)
+    return ((1.0 - dice).mean() + ce) / 2
