@@ -96,3 +96,30 @@ def test_reference_smoke_run_on_a_tiny_librispeech(tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters(), strict=True))
     wer = w.evaluate(m)["wer"]
     assert wer >= 0 and w.ema is not None  # evaluated with the EMA of the weights (model_eval_ema_factor 0.999)
+
+
+def test_mini_recipe_keeps_each_utterance_s_features_across_epochs(data_dir):
+    """The mini recipe has no speed perturbation and no SpecAugment, so an utterance's training features are
+    computed once and reused; the reference recipe's change every epoch."""
+    spec, recipe = registry.get_spec("rnnt", "mini"), registry.default_recipe("rnnt", "mini")
+    assert recipe.data_spec_augment is False
+    assert recipe.data_speed_perturbaton_min == recipe.data_speed_perturbaton_max == 1.0
+    w = registry.workload_class("rnnt")(spec, recipe, RunConfig(seed=1), data_dir=data_dir, dist=DistContext())
+    w.prepare()
+    w.train = w.train[: 2 * recipe.global_batch_size]  # two batches an epoch
+    it = w.train_batches()
+    first = [next(it) for _ in range(2)]
+    second = [next(it) for _ in range(2)]
+    assert len(w.feature_cache) == len(w.train)
+
+    def by_length(batches):  # the features of each utterance, found by its frames (order differs per epoch)
+        return sorted((f[:n].sum().item(), int(n)) for b in batches for f, n in zip(b[0], b[1], strict=True))
+
+    assert by_length(first) == by_length(second)
+    reference = dataclasses.replace(recipe, data_spec_augment=True)
+    w2 = registry.workload_class("rnnt")(spec, reference, RunConfig(seed=1), data_dir=data_dir, dist=DistContext())
+    w2.prepare()
+    w2.train = w2.train[: 2 * recipe.global_batch_size]
+    it2 = w2.train_batches()
+    batches = [next(it2) for _ in range(4)]
+    assert not w2.feature_cache and by_length(batches[:2]) != by_length(batches[2:])
