@@ -23,6 +23,21 @@ from trainperf import registry, seeds
 from trainperf.cli import default_data_dir
 
 
+def rnnt_guesser(data_dir: Path) -> str:
+    """rnnt: the most frequent training transcript answered for every evaluation utterance, scored by jiwer."""
+    import collections
+
+    import jiwer
+
+    from trainperf.workloads.rnnt import data, generator
+
+    root = generator.mini_dir(data_dir)
+    train = [u.transcript for u in data.scan_subset(root / generator.TRAIN_SUBSET)]
+    evaluation = [u.transcript for u in data.scan_subset(root / generator.EVAL_SUBSET)]
+    guess, _ = collections.Counter(train).most_common(1)[0]
+    return f"most-frequent-transcript guesser ({guess!r}): wer {jiwer.wer(evaluation, [guess] * len(evaluation)):.4f}"
+
+
 def untrained_quality(key: str, seed: int, data_dir: Path) -> dict[str, float]:
     """Every field the freshly initialized model scores, through the workload's own evaluation."""
     from trainperf.dist import DistContext
@@ -54,8 +69,8 @@ def bert_baselines(data_dir: Path) -> str:
     )
 
 
-# Guessers that use no model, measured when the mini data is prepared, printed beside the untrained model.
-BASELINES = {"bert": bert_baselines}
+# Guessers that use no model, printed beside the untrained model: key -> a function that describes them.
+BASELINES = {"bert": bert_baselines, "rnnt": rnnt_guesser}
 
 
 def deciding(spec, curve) -> str:

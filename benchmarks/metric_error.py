@@ -5,6 +5,7 @@
     python benchmarks/metric_error.py maskrcnn --seed 100002
     python benchmarks/metric_error.py unet3d
     python benchmarks/metric_error.py dlrm --resamples 1000
+    python benchmarks/metric_error.py rnnt
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
@@ -57,6 +58,7 @@ PER_IMAGE = {
     "unet3d": "case_scores",
     "dlrm": "scores_and_labels",
     "bert": "masked_lm_hits",
+    "rnnt": "utterance_errors",
 }
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
@@ -111,6 +113,13 @@ def mlm_metric(hits: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
     """bert: examples are resampled; accuracy is the resampled examples' correct predictions over their masked tokens."""
     correct, counts = (np.asarray(h, dtype=np.float64) for h in hits)
     return len(counts), lambda draw: {"mlm_accuracy": float(correct[draw].sum() / counts[draw].sum())}
+
+
+def wer_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """WER of resampled utterances: their word errors over their reference words (an utterance drawn twice
+    counts twice)."""
+    errors, words = outcomes
+    return len(errors), lambda draw: {"wer": float(errors[draw].sum() / words[draw].sum())}
 
 
 def dice_metric(scores: torch.Tensor) -> tuple[int, Metric]:
@@ -212,6 +221,8 @@ def main() -> int:
     trained = time.perf_counter() - t0
     if a.benchmark == "resnet":
         n, metric = top1_metric(outcomes)
+    elif a.benchmark == "rnnt":
+        n, metric = wer_metric(outcomes)
     elif a.benchmark == "unet3d":
         n, metric = dice_metric(outcomes)
     elif a.benchmark == "dlrm":

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-DEB_PACKAGES="dataset-fashion-mnist gnugo dict-gcide wordnet-base python3-doc"
+DEB_PACKAGES="dataset-fashion-mnist gnugo dict-gcide wordnet-base python3-doc espeak-ng flite"
 
 missing=""
 for p in $DEB_PACKAGES; do

@@ -30,6 +30,9 @@ def data_dir() -> Path:
     from trainperf.workloads.common.detection import coco
 
     coco.prepare_mini(root)  # the ssd and maskrcnn scenes, composed from the Fashion-MNIST objects above
+    from trainperf.workloads.rnnt import generator as rnnt_generator
+
+    rnnt_generator.prepare_mini(root)  # spoken commands synthesized with espeak-ng and flite
     from trainperf.workloads.unet3d import generator as unet3d_generator
 
     unet3d_generator.prepare_mini(root)  # the unet3d phantoms (drawn, about 10 s)

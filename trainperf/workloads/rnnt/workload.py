@@ -1,0 +1,301 @@
+"""rnnt's workload: LibriSpeech-layout audio, the reference's features, RNN-T, LAMB, greedy decoding, WER."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainperf import seeds
+from trainperf.errors import DataError, UsageError
+from trainperf.spec import Workload
+from trainperf.workloads.rnnt import data, generator
+from trainperf.workloads.rnnt.model import RNNT, RNNTConfig, greedy_decode
+
+# Model flavours (data): the v2.0 reference (configs/baseline_v3-1023sp.yaml: 49,006,080 parameters) and the
+# mini scale's smaller RNN-T of the same code.
+REFERENCE_VOCAB = 1023
+FLAVOURS = {
+    "reference": RNNTConfig(n_classes=REFERENCE_VOCAB + 1),
+    "mini": RNNTConfig(
+        n_classes=generator.VOCAB_SIZE + 1,
+        enc_n_hid=192,
+        enc_pre_rnn_layers=1,
+        enc_post_rnn_layers=1,
+        enc_dropout=0.1,
+        pred_n_hid=96,
+        pred_rnn_layers=1,
+        pred_dropout=0.1,
+        joint_n_hid=128,
+        joint_dropout=0.1,
+    ),
+}
+# LibriSpeech: the reference trains on the three training subsets (960 h) and evaluates on dev-clean.
+REFERENCE_TRAIN = ("train-clean-100", "train-clean-360", "train-other-500")
+REFERENCE_EVAL = "dev-clean"
+REFERENCE_TOKENIZER = "librispeech1023.model"  # the reference's sentencepieces/librispeech1023.model
+DATASET_SIZES = {"reference": (281_241, 2_703), "mini": (2_880, 400)}
+MAX_SYMBOLS_PER_STEP = 30  # the reference's greedy decoder
+MAX_SYMBOLS = 300  # eval_max_prediction_symbols (closed_rnnt.yaml)
+EVAL_BATCH = 64
+
+
+class RNNTWorkload(Workload):
+    DRY_RUN_LOCAL_BATCH = 2
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.model_config = FLAVOURS[self.spec.scale]
+        if self.spec.scale == "mini":
+            self.root = generator.mini_dir(self.data_dir)
+            self.train_dirs, self.eval_dir = [self.root / generator.TRAIN_SUBSET], self.root / generator.EVAL_SUBSET
+            self.tokenizer_path = self.root / generator.TOKENIZER
+        else:
+            self.root = self.data_dir / "rnnt" / "reference"
+            ls = self.root / "LibriSpeech"
+            self.train_dirs, self.eval_dir = [ls / s for s in REFERENCE_TRAIN], ls / REFERENCE_EVAL
+            self.tokenizer_path = self.root / "sentencepieces" / REFERENCE_TOKENIZER
+        self.train: list[data.Utterance] = []
+        self.eval: list[data.Utterance] = []
+        self.audio: dict[Path, np.ndarray] = {}  # decoded audio held in memory (mini: all of it)
+        self.featurizer = data.Featurizer()
+        self.feature_cache: dict[Path, torch.Tensor] = {}  # training features, when they do not change per epoch
+        self.sp = None
+        self.ema = None
+
+    # --- files ---------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Before the clock: the layout (every transcript line has its FLAC and the reverse, every FLAC header
+        decodes at 16 kHz mono) and the vocabulary (the reference's file, or trained here the reference's way)."""
+        if self.dry_run:
+            return
+        if self.spec.scale == "mini":
+            problems = generator.verify_mini(self.data_dir, trust_cache=True)
+            if problems:
+                raise DataError(f"rnnt mini data: {problems[0]}; {generator.FIX}")
+        missing = [p for p in [*self.train_dirs, self.eval_dir] if not p.is_dir()]
+        if missing:
+            raise DataError(
+                f"rnnt data: {missing[0]} not found; the reference scale reads <data-dir>/rnnt/reference/LibriSpeech/"
+                f"{{{','.join(REFERENCE_TRAIN)},{REFERENCE_EVAL}}}/<speaker>/<chapter>/*.flac (LibriSpeech's layout)"
+            )
+        self.train = [u for d in self.train_dirs for u in data.scan_subset(d)]
+        self.eval = data.scan_subset(self.eval_dir)
+        self.train = [u for u in self.train if u.seconds <= self.recipe.data_train_max_duration]
+        if not self.train:
+            raise DataError(f"rnnt: no training utterance of at most {self.recipe.data_train_max_duration} s")
+        if not self.tokenizer_path.is_file():  # the reference's way: unigram sentencepiece on the training text
+            try:
+                self.tokenizer_path.parent.mkdir(parents=True, exist_ok=True)
+                data.train_sentencepiece(
+                    (u.transcript for u in self.train), REFERENCE_VOCAB, self.tokenizer_path, hard_limit=not self.smoke
+                )
+            except OSError as e:
+                raise DataError(
+                    f"cannot write the vocabulary {self.tokenizer_path} ({e.strerror or e}): put the reference's "
+                    f"{REFERENCE_TOKENIZER} there, or make the folder writable"
+                ) from None
+        self.sp = data.load_sentencepiece(self.tokenizer_path, self.model_config.n_classes - 1)
+
+    def load_data(self) -> None:
+        if self.spec.scale == "mini":  # the mini corpus (a few hundred MB as int16) is decoded once, on the clock
+            for u in [*self.train, *self.eval]:
+                self.audio[u.path] = data.read_audio(u.path)
+
+    @property
+    def train_samples(self) -> int:
+        return len(self.train) if self.train else DATASET_SIZES[self.spec.scale][0]
+
+    @property
+    def eval_samples(self) -> int:
+        return len(self.eval) if self.eval else DATASET_SIZES[self.spec.scale][1]
+
+    def _read(self, u: data.Utterance) -> np.ndarray:
+        cached = self.audio.get(u.path)
+        return cached if cached is not None else data.read_audio(u.path)
+
+    def _tokens(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = [torch.tensor(self.sp.encode(t), dtype=torch.int32) for t in texts]
+        lengths = torch.tensor([len(i) for i in ids], dtype=torch.int32)
+        return torch.nn.utils.rnn.pad_sequence(ids, batch_first=True), lengths
+
+    # --- model and optimizer -------------------------------------------------------------------------------
+    def build_model(self) -> torch.nn.Module:
+        return RNNT(self.model_config)
+
+    def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
+        if self.spec.scale != "reference":
+            return []
+        return ["pre_rnn", "post_rnn", "pred_embed", "dec_rnn", "joint_pred", "joint_enc", "joint_net"]
+
+    def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
+        """LAMB (timm's, which follows the LAMB paper as apex's FusedLAMB does) with the reference's schedule,
+        and an exponential moving average of the weights that evaluation uses (``model_eval_ema_factor``)."""
+        from timm.optim import Lamb
+
+        r = self.recipe
+        if r.opt_name != "lamb":
+            raise UsageError(f"rnnt: optimizer {r.opt_name!r} is not supported: lamb (the reference's)")
+        opt = Lamb(
+            model.parameters(),
+            lr=r.opt_base_learning_rate,
+            betas=(r.opt_lamb_beta_1, r.opt_lamb_beta_2),
+            eps=r.opt_lamb_epsilon,
+            weight_decay=r.opt_weight_decay,
+            max_grad_norm=None,  # the harness clips (clip_grad_norm)
+        )
+        if r.model_eval_ema_factor > 0:
+            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+            self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(r.model_eval_ema_factor))
+            opt.register_step_post_hook(lambda *_: self.ema.update_parameters(model))
+        factor = lr_policy(r, self.steps_per_epoch)
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+    def hparams(self) -> dict[str, Any]:
+        out = super().hparams()
+        out.update(
+            opt_gradient_clip_norm=self.recipe.clip_grad_norm or float("inf"),
+            opt_learning_rate_alt_decay_func=True,
+            opt_learning_rate_alt_warmup_func=True,
+            model_weights_initialization_scale=1.0,
+            eval_max_prediction_symbols=MAX_SYMBOLS,
+            **{f"data_spec_augment_{k}": v for k, v in data.SPEC_AUGMENT.items()},
+        )
+        if not self.recipe.data_spec_augment:  # no masks are applied
+            out.update(data_spec_augment_freq_n=0, data_spec_augment_time_n=0)
+        return out
+
+    # --- training ------------------------------------------------------------------------------------
+    def synthetic_batch(self) -> Any:
+        g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
+        n, frames, symbols = self.local_batch_size, 70, 20
+        feats = torch.randn(n, frames, data.FEATURES, generator=g)
+        tokens = torch.randint(0, self.model_config.n_classes - 1, (n, symbols), generator=g, dtype=torch.int32)
+        return feats, torch.full((n,), frames, dtype=torch.int32), tokens, torch.full((n,), symbols, dtype=torch.int32)
+
+    def train_batches(self) -> Iterator[Any]:
+        """Each epoch the reference's bucketing (seeded, the same on every rank); each rank takes its slice of
+        every global batch, perturbs its speed and masks its features (SpecAugment) from its own generator."""
+        r, gb, n = self.recipe, self.global_batch_size, self.local_batch_size
+        per_micro = n * self.dist.world_size  # a global batch is gradient_accumulation_steps micro-batches
+        seconds = [u.seconds for u in self.train]
+        lo, hi = r.data_speed_perturbaton_min, r.data_speed_perturbaton_max
+        # Without speed perturbation and SpecAugment an utterance's features are the same every epoch (up to
+        # the dither, drawn once): at the mini scale they are computed once, on the clock, and kept (a few MB).
+        keep = self.spec.scale == "mini" and lo == hi == 1.0 and not r.data_spec_augment
+        epoch = 0
+        while True:
+            rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch)
+            g = seeds.torch_generator(self.config.seed, seeds.STREAM_AUGMENT, self.dist.rank, epoch)
+            for batch in data.bucket_batches(seconds, gb, r.data_train_num_buckets, rng):
+                for k in range(0, gb, per_micro):
+                    part = [self.train[int(i)] for i in batch[k + self.dist.rank * n : k + (self.dist.rank + 1) * n]]
+                    if keep:
+                        feats, lengths = self._kept_features(part, g)
+                    else:
+                        speed = (lo + (hi - lo) * torch.rand(len(part), generator=g)).tolist()
+                        feats, lengths = self.featurizer(
+                            [self._read(u) for u in part], speed=speed, spec_augment=r.data_spec_augment, generator=g
+                        )
+                    tokens, token_lengths = self._tokens([u.transcript for u in part])
+                    yield feats, lengths, tokens, token_lengths
+            epoch += 1
+
+    def _kept_features(self, part: list[data.Utterance], g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        for u in part:
+            if u.path not in self.feature_cache:
+                self.feature_cache[u.path] = self.featurizer([self._read(u)], generator=g)[0][0]
+        feats = [self.feature_cache[u.path] for u in part]
+        lengths = torch.tensor([f.shape[0] for f in feats], dtype=torch.int32)
+        return torch.nn.utils.rnn.pad_sequence(feats, batch_first=True), lengths
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        from torchaudio.functional import rnnt_loss
+
+        feats, lengths, tokens, token_lengths = (t.to(self.device) for t in batch)
+        logits, enc_lengths = model(feats, lengths, tokens.long())
+        return rnnt_loss(
+            logits.float(),
+            tokens.int(),
+            enc_lengths.int(),
+            token_lengths.int(),
+            blank=self.model_config.n_classes - 1,
+            reduction="mean",
+        )
+
+    # --- evaluation -------------------------------------------------------------------------------------
+    def utterance_errors(self, model: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
+        """Word errors (substitutions + deletions + insertions) and reference words of every evaluation
+        utterance, in order, gathered from all ranks (each decodes its shard once, greedily, with jiwer's
+        alignment)."""
+        import jiwer
+
+        net = self.ema.module if self.ema is not None else model
+        net = getattr(net, "module", net)
+        was_training = net.training
+        net.eval()
+        shard = self.dist.shard(len(self.eval))
+        errors, words = [], []
+        g = torch.Generator().manual_seed(0)  # the evaluation's dither: the same for every evaluation
+        with torch.no_grad():
+            for i in range(shard.start, shard.stop, EVAL_BATCH):
+                part = self.eval[i : min(i + EVAL_BATCH, shard.stop)]
+                feats, lengths = self.featurizer([self._read(u) for u in part], generator=g)
+                hyps = greedy_decode(
+                    net,
+                    feats.to(self.device),
+                    lengths.to(self.device),
+                    max_symbols_per_step=MAX_SYMBOLS_PER_STEP,
+                    max_symbols=MAX_SYMBOLS,
+                )
+                pieces = self.sp.get_piece_size()  # a smaller vocabulary than the model's classes (a smoke fixture's)
+                for u, ids in zip(part, hyps, strict=True):
+                    text = self.sp.decode([i for i in ids if i < pieces])
+                    out = jiwer.process_words(u.transcript, data.normalize(text))
+                    errors.append(out.substitutions + out.deletions + out.insertions)
+                    words.append(out.substitutions + out.deletions + out.hits)
+        net.train(was_training)
+        pair = torch.tensor([errors, words], dtype=torch.float64).reshape(2, -1).T
+        gathered = self.dist.all_gather(pair)
+        return gathered[:, 0].numpy(), gathered[:, 1].numpy()
+
+    def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """A dry run measures nothing: the base class's forward pass on a synthetic batch, then WER 1.0 (every
+        word wrong). The base class's 0.0 is a perfect WER, which would reach any target."""
+        super().dry_run_evaluate(model)
+        return {"wer": 1.0}
+
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """Word error rate over the whole evaluation set: all word errors over all reference words."""
+        errors, words = self.utterance_errors(model)
+        if len(errors) != len(self.eval):
+            raise RuntimeError(f"rnnt: evaluated {len(errors)} of {len(self.eval)} utterances")
+        return {"wer": float(errors.sum() / words.sum())}
+
+
+def lr_policy(r: Any, steps_per_epoch: int):
+    """The reference's learning-rate policy (``rnnt/pytorch/train.py``, ``lr_policy``) as a LambdaLR factor:
+    a linear warm-up ``(step + 1) / (warmup_steps + 1)`` over ``opt_learning_rate_warmup_epochs``, a hold at the
+    base rate for ``opt_lamb_learning_rate_hold_epochs``, then an exponential decay by
+    ``opt_lamb_learning_rate_decay_poly_power`` (the reference's ``lr_exp_gamma``, logged under this key) per
+    epoch, never below ``opt_lamb_learning_rate_min``."""
+    warmup = round(r.opt_learning_rate_warmup_epochs * steps_per_epoch)
+    hold = round(r.opt_lamb_learning_rate_hold_epochs * steps_per_epoch)
+    floor = r.opt_lamb_learning_rate_min / r.opt_base_learning_rate
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            a = (step + 1) / (warmup + 1)
+        elif step < warmup + hold:
+            a = 1.0
+        else:
+            epochs = (step - warmup - hold) / steps_per_epoch
+            a = r.opt_lamb_learning_rate_decay_poly_power ** math.floor(epochs + 1)
+        return max(a, floor)
+
+    return factor
