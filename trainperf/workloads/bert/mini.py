@@ -62,16 +62,7 @@ def _header() -> dict:
 
 
 def read_manifest(data_dir: Path) -> dict:
-    path = mini_dir(data_dir) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(f"{path} is missing: {FIX}") from None
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path} cannot be read ({e}): {FIX}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise DataError(f"{path} is not a trainperf manifest: {FIX}")
-    return manifest
+    return verified.read_manifest(mini_dir(data_dir) / MANIFEST, FIX)
 
 
 def verify_mini(data_dir: Path, *, trust_cache: bool = False) -> list[str]:
