@@ -38,4 +38,8 @@ def test_three_ranks_evaluate_like_one(key, tmp_path, data_dir):
     one = _evaluate(key, data_dir, tmp_path / "one.json", 1)
     three = _evaluate(key, data_dir, tmp_path / "three.json", 3)
     assert set(one) >= {f for f, _ in registry.get_spec(key, "mini").fields}  # further fields: the contract allows them
-    assert three == pytest.approx(one, rel=1e-9, abs=1e-12)
+    # rnnt: a rank's batches pad its utterances to other lengths, which changes the LSTMs' float sums in the last
+    # bits, and greedy decoding of an untrained model (up to 300 symbols an utterance) can flip a symbol on it.
+    # 1e-4 still fails a lost or doubled utterance (one of the 400 moves the WER by about 2.5e-3, relative).
+    rel = 1e-4 if key == "rnnt" else 1e-9
+    assert three == pytest.approx(one, rel=rel, abs=1e-12)
