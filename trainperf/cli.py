@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from trainperf.errors import RunFailed, TrainperfError, UsageError
+from trainperf.errors import ProcessGroupFailed, RunFailed, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
 from trainperf.spec import SCALES
 
@@ -588,6 +588,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except TrainperfError as e:
         print(f"trainperf: error: {e}", file=sys.stderr)
+        if isinstance(e, ProcessGroupFailed):  # the group is gone: exit now, without the shutdown noise it causes
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(e.exit_code)
         return e.exit_code
     except KeyboardInterrupt:
         print("trainperf: interrupted", file=sys.stderr)
