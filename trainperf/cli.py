@@ -221,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def observer(key: str, i: int, n: int) -> ProgressBar:
         return ProgressBar(console, f"{key} run {i + 1}/{n}")
 
-    group_lost = False
+    group_lost = completed = False
     try:
         summaries = run_suite(
             options,
@@ -229,6 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             observer_for=observer,
             announce=lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True),
         )
+        completed = True
     except Exception as e:
         group_lost = ctx.distributed and dist_mod.is_peer_failure(e)
         if group_lost:  # a clear error instead of the backend's traceback; the group is unusable: no shutdown
@@ -236,7 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     finally:
         if not group_lost:
-            dist_mod.shutdown(ctx)
+            dist_mod.shutdown(ctx, completed=completed)
     if ctx.is_main:
         print_summary(console, summaries, options)
     ok = all(r["status"] == "success" for s in summaries for r in s.runs)

@@ -135,8 +135,17 @@ def init_from_env(timeout_s: float = 1800.0) -> DistContext:
     return DistContext(rank=rank, world_size=world, local_rank=local, device=device, backend=backend)
 
 
-def shutdown(ctx: DistContext) -> None:
+def shutdown(ctx: DistContext, *, completed: bool = False) -> None:
+    """Leave the process group.
+
+    ``completed``: every rank finished the same work, so all ranks meet at a barrier first and none tears down
+    its gloo pairs while a peer is still reading the last collective from them (a rank that did so could be
+    aborted by ``std::terminate`` at exit). After a rank-local failure there is no barrier: the peers may be
+    waiting in another collective.
+    """
     if ctx.distributed and torch_dist.is_initialized():
+        if completed:
+            torch_dist.barrier()
         torch_dist.destroy_process_group()
 
 

@@ -47,7 +47,7 @@ def main() -> None:
         logits = model(probe_dense, probe_sparse)  # every rank scores the whole probe (padded batches aside)
     if ctx.is_main:
         out.write_text(json.dumps({"logits": logits.tolist(), "world_size": ctx.world_size}))
-    dist.shutdown(ctx)
+    dist.shutdown(ctx, completed=True)
 
 
 if __name__ == "__main__":

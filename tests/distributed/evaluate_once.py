@@ -36,7 +36,7 @@ def main() -> None:
             w.close()
     if ctx.is_main:
         out.write_text(json.dumps({"value": value, "world_size": ctx.world_size}))
-    dist.shutdown(ctx)
+    dist.shutdown(ctx, completed=True)
 
 
 if __name__ == "__main__":

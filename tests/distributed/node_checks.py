@@ -43,7 +43,7 @@ def main(path: str) -> None:
             json.dump(found, f)
     else:
         assert two_hosts is None and one_host is None
-    dist_mod.shutdown(ctx)
+    dist_mod.shutdown(ctx, completed=True)
 
 
 if __name__ == "__main__":
