@@ -531,6 +531,7 @@ def measure(key: str, steps: int, repeats: int, profile: int = 0) -> dict[str, A
         "batch": pair.batch,
         "steps": steps,
         "peer_name": pair.peer_name,
+        "note": pair.note,
         "trainperf": {"median": med["trainperf"], "runs": pair.runs["trainperf"]},
         "peer": {"median": med["peer"], "runs": pair.runs["peer"]},
         "ratio": med["trainperf"] / med["peer"],
