@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def peers():
     spec = importlib.util.spec_from_file_location("peers", ROOT / "benchmarks" / "peers.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["peers"] = module  # its dataclass looks its module up while the file runs
     spec.loader.exec_module(module)
-    return module
+    yield module
+    del sys.modules["peers"]
 
 
 def test_peers_table_and_json(peers, data_dir, tmp_path, capsys):
