@@ -10,7 +10,8 @@ missing, said in the output); the reference models run at full size (RetinaNet R
 Mask R-CNN R50-FPN at 800x1216) on synthetic batches.
 
 A peer row times the mini Mask R-CNN with torchvision's own ``MultiScaleRoIAlign`` (same weights, same
-batches) in place of trainperf's grid_sample ROI Align, and the ratio of the two is printed.
+batches) in place of trainperf's grid_sample ROI Align, and the ratio of the two is printed. (Both detection
+workloads beside torchvision's reference training loop: ``benchmarks/peers.py ssd maskrcnn``.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import statistics
 import time
 
 import torch
-from torchvision.ops import MultiScaleRoIAlign
+from peers import torchvision_roi_align
 
 from trainperf import registry
 from trainperf.cli import default_data_dir
@@ -34,7 +35,7 @@ from trainperf.harness.steps import Stepper
 from trainperf.spec import RunConfig
 
 
-def build(key: str, scale: str, batch: int | None, torchvision_roi_align: bool = False):
+def build(key: str, scale: str, batch: int | None, torchvision_roi: bool = False):
     ctx = init_from_env()
     spec, cls = registry.get_spec(key, scale), registry.workload_class(key)
     recipe = registry.default_recipe(key, scale)
@@ -54,11 +55,8 @@ def build(key: str, scale: str, batch: int | None, torchvision_roi_align: bool =
         w = cls(spec, recipe, RunConfig(seed=0, dry_run=True), data_dir=default_data_dir(), dist=ctx)
     seed_everything(0)
     model = w.build_model()
-    if torchvision_roi_align:
-        heads = model.roi_heads
-        names = heads.box_roi_pool.featmap_names
-        heads.box_roi_pool = MultiScaleRoIAlign(names, heads.box_roi_pool.output_size, sampling_ratio=1)
-        heads.mask_roi_pool = MultiScaleRoIAlign(names, heads.mask_roi_pool.output_size, sampling_ratio=1)
+    if torchvision_roi:
+        model = torchvision_roi_align(model)
     model = w.parallelize(model)
     opt, sched = w.build_optimizer(model)
     stepper = Stepper(model, w, opt, sched, RunObserver(), Schedule.for_run(spec, w, dry_run_steps=1))
@@ -103,7 +101,7 @@ def main() -> int:
             ours = f"{key} mini ({w.spec.model}; batch {w.local_batch_size}, {source})"
             setups[ours] = (w, stepper, batches)
             if key == "maskrcnn":
-                w, stepper, batches, source = build(key, "mini", None, torchvision_roi_align=True)
+                w, stepper, batches, source = build(key, "mini", None, torchvision_roi=True)
                 peer = f"{key} mini, peer: torchvision's MultiScaleRoIAlign (batch {w.local_batch_size}, {source})"
                 setups[peer] = (w, stepper, batches)
         if "reference" in a.scales:

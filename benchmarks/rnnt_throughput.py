@@ -15,7 +15,8 @@ and, apart, the data path of a training step as trainperf runs it: with the mini
 no SpecAugment) the features of the first epoch, which later epochs reuse; with ``--set-augment`` the
 reference's speed perturbation, features and SpecAugment, computed every epoch.
 Each row is the median of ``repeats`` alternating repetitions of ``steps`` steps after warm-up (the machine is
-shared and noisy); the ratio is trainperf's row over the plain loop's.
+shared and noisy); the ratio is trainperf's row over the plain loop's. (The mini RNN-T beside one of the same
+sizes assembled from torchaudio's RNN-T pieces, with every other workload's peer: ``benchmarks/peers.py rnnt``.)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import statistics
 import time
 
 import torch
+from peers import audio_seconds
 
 from trainperf import registry
 from trainperf.cli import default_data_dir
@@ -36,11 +38,6 @@ from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
 from trainperf.spec import RunConfig
 from trainperf.workloads.rnnt import data
-
-
-def audio_seconds(batch) -> float:
-    """Seconds of audio in a batch: its stacked feature frames of 30 ms."""
-    return float(batch[1].sum()) * data.WINDOW_STRIDE * data.FRAME_SUBSAMPLING
 
 
 def timed(step, batches, steps: int) -> float:

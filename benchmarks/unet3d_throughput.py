@@ -2,6 +2,9 @@
 
     python benchmarks/unet3d_throughput.py [--steps 30] [--repeats 3]
 
+(The training comparison alone, beside every other workload's: ``benchmarks/peers.py unet3d``; the peer's model
+and loop come from there.)
+
 trainperf: the mini workload as a run builds it (its data pipeline with the reference's patches and
 augmentations, the harness's step, Dice-CE), and its evaluation (the reference's Gaussian-weighted sliding
 window over the 16 evaluation cases). Peer: MONAI's ``BasicUNet`` of the same shape (features 8-16-32-64-64,
@@ -18,6 +21,7 @@ import statistics
 import time
 
 import torch
+from peers import monai_step, monai_unet
 
 from trainperf import registry
 from trainperf.cli import default_data_dir
@@ -38,13 +42,6 @@ def build_workload():
     return w
 
 
-def peer_model() -> torch.nn.Module:
-    from monai.networks.nets import BasicUNet
-
-    # two 3x3x3 convolutions per level, instance norm, four down-samplings: the mini U-Net's shape
-    return BasicUNet(spatial_dims=3, in_channels=1, out_channels=3, features=(8, 16, 32, 64, 64, 8))
-
-
 def train_rate(step, batches, steps: int, batch: int) -> float:
     step(next(batches))  # warm-up
     t = time.perf_counter()
@@ -60,22 +57,14 @@ def main() -> int:
     a = p.parse_args()
     torch.set_num_threads(2)
     from monai.inferers import sliding_window_inference
-    from monai.losses import DiceCELoss
 
     w = build_workload()
     torch.manual_seed(0)
     ours = w.build_model()
     opt, sched = w.build_optimizer(ours)
     stepper = Stepper(ours, w, opt, sched, RunObserver(), Schedule.for_run(w.spec, w))
-    peer = peer_model()
-    peer_opt = torch.optim.Adam(peer.parameters(), lr=w.recipe.opt_base_learning_rate)
-    peer_loss = DiceCELoss(include_background=False, to_onehot_y=True, softmax=True)
-
-    def peer_step(batch):
-        x, y = batch
-        peer_opt.zero_grad()
-        peer_loss(peer(x), y.long()).backward()
-        peer_opt.step()
+    peer = monai_unet()
+    peer_step = monai_step(w, peer)
 
     def peer_eval() -> None:
         peer.eval()
