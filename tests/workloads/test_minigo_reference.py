@@ -18,7 +18,6 @@ from trainperf.spec import RunConfig
 from trainperf.workloads.minigo import REFERENCE, REFERENCE_RECIPE, SMOKE_OVERRIDES
 from trainperf.workloads.minigo import reference_search as ref
 from trainperf.workloads.minigo.features import MLPERF07_PLANES, HistoryPosition, mlperf07_planes
-from trainperf.workloads.minigo.go import BLACK, WHITE
 from trainperf.workloads.minigo.model import reference_gonet
 from trainperf.workloads.minigo.tfweights import (
     load_reference_weights,
@@ -49,7 +48,11 @@ def test_reference_network_is_the_v2_dual_net_of_the_19x19_flags():
 
 def test_reference_recipe_is_the_v2_flags():
     r = REFERENCE_RECIPE
-    assert (r.train_batch_size, r.lr_boundaries, r.lr_rates) == (4096, (128, 10000, 20000), (0.016, 0.16, 0.016, 0.0016))
+    assert (r.train_batch_size, r.lr_boundaries, r.lr_rates) == (
+        4096,
+        (128, 10000, 20000),
+        (0.016, 0.16, 0.016, 0.0016),
+    )
     assert (r.num_readouts, r.fastplay_frequency, r.fastplay_readouts, r.virtual_losses) == (800, 0.75, 80, 4)
     assert (r.dirichlet_alpha, r.noise_mix, r.value_init_penalty, r.value_cost_weight) == (0.03, 0.3, 0.2, 0.5)
     assert (r.window_generations, r.train_filter, r.eval_games, r.eval_readouts) == (5, 0.3, 100, 100)
@@ -161,7 +164,9 @@ def test_converter_writes_the_tf_checkpoints_variables_and_checks_them(tmp_path,
     load_reference_weights(net, out, what="target")
     assert torch.equal(net.policy_fc.weight, torch.from_numpy(arrays["dense/kernel"].T))
     del ckpt["dense_1/bias"]
-    with pytest.raises(DataError, match=r"minigo checkpoint ml_perf/target/19/target lacks the tensor\(s\) dense_1/bias"):
+    with pytest.raises(
+        DataError, match=r"minigo checkpoint ml_perf/target/19/target lacks the tensor\(s\) dense_1/bias"
+    ):
         convert.convert("ml_perf/target/19/target", tmp_path / "x.safetensors")
 
 
