@@ -172,8 +172,13 @@ def test_open_division_override_is_recorded_in_the_log(tmp_path):
 
 
 def test_list_shows_minigo_reference_as_ready():
-    r = trainperf("list")
-    assert r.returncode == 0
+    import os
+
+    env = {**os.environ, "COLUMNS": "250"}  # the whole status column
+    r = subprocess.run(
+        [sys.executable, "-m", "trainperf", "list"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
     [row] = [line for line in r.stdout.splitlines() if line.split()[:2] == ["minigo", "reference"]]
     assert "ready" in row and "dry run only" not in r.stdout
 
