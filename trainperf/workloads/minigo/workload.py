@@ -86,7 +86,7 @@ class MiniGoWorkload(Workload):
 
     # --- set-up (untimed) -----------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Check the opponent (mini: GNU Go; reference: the target checkpoint), start the self-play workers."""
+        """mini: check GNU Go and start the self-play workers. reference: read the bootstrap and target models."""
         r = self.recipe
         if self.reference:
             # Both models read (names, shapes, values checked) before the clock; self-play runs in this
