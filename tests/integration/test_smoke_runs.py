@@ -79,3 +79,29 @@ def test_maskrcnn_smoke_run_loads_r50_pkl_trains_evaluates_and_fails_ruleset_2_o
     res = check_log(log)
     assert res.scale == "reference" and res.ruleset == "2.0.0"
     assert is_target_only_failure(res), res.problems
+
+
+def test_minigo_smoke_run_self_plays_two_generations_from_the_bootstrap_and_plays_the_target(tmp_path):
+    # The fixture: the v2.0 network's bootstrap and target models in the file trainperf reads (TF names
+    # and layouts in safetensors, as the converter writes them); two generations of real self-play with
+    # the v2.0 search and real training steps, then real evaluation games against the target model.
+    from trainperf.rules.compliance import TARGET_PROBLEM, check_log
+
+    out = tmp_path / "o"
+    first = _smoke("minigo", out)
+    folder = out / "smoke-data" / "minigo" / "reference"
+    assert (folder / "bootstrap.safetensors").is_file() and (folder / "target.safetensors").is_file()
+    assert (first["train_samples"], first["eval_samples"]) == (4, 2)  # 4 games a generation, 2 evaluation games
+    [log] = list((out / "results").rglob("result_0.txt"))
+    records = read_mllog(log)
+    [evaluation] = [r for r in records if r["key"] == "eval_accuracy"]
+    assert evaluation["metadata"]["epoch_num"] == 2  # after two generations
+    [details] = [r["value"] for r in records if r["key"] == "trainperf_eval_details"]
+    assert details["games"] == 2 and details["black_games"] == 1  # each colour once
+    res = check_log(log)
+    assert res.scale == "reference" and res.ruleset == "2.0.0" and not res.passed
+    # A smoke run plays 4 games a generation, not the rules' 8192: besides the target (which two games
+    # may meet by chance), the log fails exactly the two games-per-generation checks, honestly logged.
+    games_checks = [p for p in res.problems if "selfplay_games_per_generation" in p]
+    assert len(games_checks) == 2 and all("8192" in p for p in games_checks)
+    assert all(p.startswith(TARGET_PROBLEM) for p in res.problems if p not in games_checks), res.problems

@@ -42,7 +42,7 @@ def test_facts_import_without_torch():
 
 def test_reference_network_shape_and_closed_keys():
     net = reference_gonet().eval()
-    policy, value = net(torch.zeros(2, 17, 19, 19))
+    policy, value = net(torch.zeros(2, 13, 19, 19))  # the v2.0 mlperf07 planes
     assert policy.shape == (2, 362) and value.shape == (2,)
     assert REFERENCE_RECIPE.min_selfplay_games_per_generation == 8192  # closed_minigo.yaml requires == 8192
     assert registry.benchmark("minigo").mlperf_rcps is False

@@ -41,11 +41,12 @@ from trainperf.harness.mllog import RunLog, constants
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
 from trainperf.harness.torch_state import torch_state
-from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
+from trainperf.spec import GENERATIONS, BenchmarkSpec, Recipe, RunConfig, Workload
 
 DRY_RUN_STEPS = 3  # a dry run checks the whole path at full size, not convergence
 EVAL_DETAILS = "trainperf_eval_details"  # the fields of an evaluation beside the metric, one event per evaluation
 SMOKE_STEPS = 3  # a smoke run: a few real steps on the fixture, then one full evaluation
+SMOKE_GENERATIONS = 2  # a smoke run in the generations unit: two real generations, then one evaluation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,7 +323,10 @@ class _Run:
         """Blocks of training, each followed by an evaluation, until the target or a budget."""
         w, spec = self.w, self.spec
         few = DRY_RUN_STEPS if self.config.dry_run else SMOKE_STEPS if self.config.smoke else None
-        schedule = Schedule.for_run(spec, w, dry_run_steps=few)
+        if self.config.smoke and spec.unit == GENERATIONS:  # self-play makes the data: a few real generations
+            schedule = Schedule.smoke_generations(SMOKE_GENERATIONS)
+        else:
+            schedule = Schedule.for_run(spec, w, dry_run_steps=few)
         stepper = self.stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule, self.precision)
         batches = None if schedule.by_generation else self._batches()
         self.obs.run_started(spec, schedule.points[-1])

@@ -39,6 +39,12 @@ class Schedule:
         by_generation = spec.unit == GENERATIONS and dry_run_steps is None
         return cls(spec.unit, points, per_step, spe, by_generation)
 
+    @classmethod
+    def smoke_generations(cls, count: int) -> Schedule:
+        """A smoke run in the generations unit: ``count`` real generations through the workload's hook,
+        then its one evaluation."""
+        return cls(GENERATIONS, (float(count),), 1.0, None, True)
+
     def steps_at(self, point: float) -> int:
         """Optimizer steps done when progress reaches ``point`` (samples: the first step at or past it)."""
         return max(1, math.ceil(point / self.units_per_step - 1e-6))

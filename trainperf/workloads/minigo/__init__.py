@@ -4,8 +4,9 @@ Progress is counted in **generations**: one generation is self-play games with t
 ``train_steps_per_generation`` optimizer steps on positions drawn from the newest generations, and the
 harness evaluates after each generation (``eval_interval=1``).
 
-reference: 19x19, the MiniGo residual network (19 blocks x 256 filters), win rate >= 0.50 against the
-reference target checkpoint. mini: a small board against GNU Go through GTP, target calibrated by
+reference: 19x19, the MLPerf v2.0 recipe (``ml_perf/flags/19``): the 6-block x 64-filter network on 13
+input planes, starting from the reference bootstrap model, win rate >= 0.50 against the reference target
+model. mini: a small board against GNU Go through GTP, target calibrated by
 measurement (README.md beside this file).
 """
 
@@ -58,7 +59,28 @@ class MiniRecipe(MiniGoRecipe):
 
 @dataclass(frozen=True, kw_only=True)
 class ReferenceRecipe(MiniGoRecipe):
-    target_checkpoint: str = ""  # "": <data-dir>/minigo/reference/target.pt
+    """The v2.0 flags (``ml_perf/flags/19/*.flags``). ``num_readouts`` and the fields after it are
+    ``selfplay.flags``' (``temperature_moves`` is the C++ ``soft_pick_cutoff``); ``eval_readouts``
+    ``eval.flags``'; ``train_filter`` and ``window_generations`` ``train_loop.flags``'; the learning
+    rate, batch and L2 ``train.flags``'; ``value_cost_weight`` ``architecture.flags``'."""
+
+    value_cost_weight: float = 0.5
+    momentum: float = 0.9
+    train_filter: float = 0.3  # the fraction of the window's examples sampled for each generation's training
+    fastplay_frequency: float = 0.75
+    fastplay_readouts: int = 80
+    virtual_losses: int = 4
+    noise_mix: float = 0.3
+    value_init_penalty: float = 0.2
+    target_pruning: bool = True
+    policy_softmax_temp: float = 0.98
+    min_resign_threshold: float = -1.0
+    max_resign_threshold: float = -0.9
+    disable_resign_pct: float = 0.0
+    max_game_moves: int = 722  # 2 * 19 * 19 (trainperf's cap; README)
+    eval_readouts: int = 100
+    bootstrap_checkpoint: str = ""  # "": <data-dir>/minigo/reference/bootstrap.safetensors
+    target_checkpoint: str = ""  # "": <data-dir>/minigo/reference/target.safetensors
 
 
 MINI_RECIPE = MiniRecipe(
@@ -80,30 +102,42 @@ MINI_RECIPE = MiniRecipe(
     opening_moves=3,  # 2-move openings are only 85 up to symmetry: too few for 120 distinct openings
     confirm_games=200,  # 100 further openings x both colours, played when the screen reaches the target
 )
-# MLPerf v2.0 reference (mlcommons/training minigo, ml_perf/flags/19): 8192 self-play games per generation
-# (the closed rules fix min_selfplay_games_per_generation == 8192), 240 readouts, batch 4096 (gradient
-# steps over the newest games), piecewise-constant learning rate.
+# MLPerf v2.0 reference (mlcommons/training reinforcement/tensorflow/minigo, ml_perf/flags/19 as of
+# 2022-04-28): 8192 self-play games per generation (closed_minigo.yaml fixes it), 800 readouts with 75 % fast
+# moves of 80, batch 4096, learning rate 0.016 / 0.16 / 0.016 / 0.0016 at steps 128 / 10000 / 20000.
 REFERENCE_RECIPE = ReferenceRecipe(
     board_size=19,
     komi=KOMI,
     train_batch_size=4096,
-    lr_boundaries=(25600, 51200),
-    lr_rates=(0.32, 0.032, 0.0032),
-    weight_decay=1e-4,
+    lr_boundaries=(128, 10000, 20000),
+    lr_rates=(0.016, 0.16, 0.016, 0.0016),
+    weight_decay=1e-4,  # l2_strength: on every weight but biases and BN offsets, as dual_net's l2_cost
     min_selfplay_games_per_generation=8192,
-    num_readouts=240,
-    train_steps_per_generation=8,
+    num_readouts=800,
+    train_steps_per_generation=0,  # 0: floor(train_filter x the window's examples / batch), as train.py
     window_generations=5,
     dirichlet_alpha=0.03,
     temperature_moves=30,
     eval_games=100,
-    target_checkpoint="",
 )
+
+# A reference smoke run (`--smoke`): the same code on two tiny generations (what changes is only sizes).
+SMOKE_OVERRIDES = {
+    "min_selfplay_games_per_generation": 4,
+    "num_readouts": 8,
+    "fastplay_readouts": 4,
+    "fastplay_frequency": 0.5,
+    "max_game_moves": 16,
+    "temperature_moves": 6,
+    "eval_games": 2,
+    "eval_readouts": 4,
+    "train_filter": 1.0,
+}
 
 REFERENCE = BenchmarkSpec(
     key="minigo",
     scale="reference",
-    model="MiniGo ResNet (19 residual blocks x 256 filters, 19x19)",
+    model="MiniGo ResNet (6 residual blocks x 64 filters, 13 input planes, 19x19)",
     dataset="none: self-play games",
     metric="win_rate",
     target=0.50,  # MLPerf Training v2.0, closed_minigo.yaml: eval_accuracy >= 0.5 against the target model
@@ -115,8 +149,6 @@ REFERENCE = BenchmarkSpec(
     max_minutes=24 * 60.0,
     hparam_keys=MLPERF_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_minigo.yaml)",
-    # The reference self-play builds 3-plane inputs for this 17-plane network: the first move raises.
-    dry_run_only="its self-play crashes on the first move (3 input planes for a 17-plane network)",
 )
 
 MINI = BenchmarkSpec(
@@ -175,6 +207,7 @@ BENCHMARK = Benchmark(
         verify="trainperf.workloads.minigo.data:verify_mini",
         fix="set up again (`make setup` installs GNU Go)",
     ),
+    smoke_fixture="trainperf.workloads.minigo.data:write_smoke_fixture",
     mlperf_rcps=False,  # MLPerf publishes no reference convergence points for minigo
     history_redefined=("v0.7", "9x9 Go until v0.6, 19x19 from v0.7"),
 )

@@ -25,3 +25,29 @@ def verify_mini(data_dir: Path) -> list[str]:
     except TrainperfError as e:
         return [str(e)]
     return []
+
+
+BOOTSTRAP_FILE = "bootstrap.safetensors"
+TARGET_FILE = "target.safetensors"
+
+
+def write_smoke_fixture(root: Path) -> str:
+    """The reference smoke run's fixture: a bootstrap and a target model of the v2.0 network in the on-disk
+    form trainperf reads (``convert``'s output: TF names and layouts in safetensors), with seeded random
+    weights and batch-norm statistics. Real games, training and evaluation run from them."""
+    import torch
+
+    from trainperf.workloads.minigo.model import reference_gonet
+    from trainperf.workloads.minigo.tfweights import reference_arrays, write_arrays
+
+    for seed, name in ((20220428, BOOTSTRAP_FILE), (20220429, TARGET_FILE)):
+        torch.manual_seed(seed)
+        model = reference_gonet()
+        g = torch.Generator().manual_seed(seed)
+        for key, t in model.state_dict().items():  # statistics as a trained model has them, not the defaults
+            if key.endswith("running_mean"):
+                t.copy_(torch.randn(t.shape, generator=g) * 0.1)
+            elif key.endswith("running_var"):
+                t.copy_(torch.rand(t.shape, generator=g) + 0.5)
+        write_arrays(reference_arrays(model), root / name)
+    return f"{BOOTSTRAP_FILE} and {TARGET_FILE}: the v2.0 network (TF names and layouts), seeded random weights"

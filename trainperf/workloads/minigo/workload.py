@@ -6,10 +6,16 @@ generation's self-play games with the current network (split over worker process
 window of the newest ``window_generations`` generations and yields ``train_steps_per_generation`` batches
 drawn from the window; the harness takes one optimizer step (and one scheduler step) per batch and
 evaluates after each generation.
+
+The reference scale follows the MLPerf v2.0 recipe (``reference_search.py``'s search, ``features.py``'s 13 planes,
+``tfweights.py``'s bootstrap and target models): self-play runs in this process, every search round of all
+the generation's games evaluated in one batch on the run's device, and each generation trains on a
+``train_filter`` sample of the window's examples.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing
 import os
@@ -23,11 +29,13 @@ import torch
 import torch.nn.functional as F
 
 from trainperf import seeds
-from trainperf.checkpoint import load_tensors
-from trainperf.errors import DataError, UsageError
+from trainperf.errors import UsageError
 from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
-from trainperf.workloads.minigo import arena, mcts
+from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, mcts
+from trainperf.workloads.minigo import reference_search as ref
+from trainperf.workloads.minigo.data import BOOTSTRAP_FILE, TARGET_FILE
 from trainperf.workloads.minigo.model import mini_gonet, reference_gonet
+from trainperf.workloads.minigo.tfweights import load_reference_weights
 
 if TYPE_CHECKING:
     from trainperf.dist import DistContext
@@ -45,31 +53,60 @@ class MiniGoWorkload(Workload):
         self, spec: BenchmarkSpec, recipe: Recipe, config: RunConfig, *, data_dir: Path, dist: DistContext
     ) -> None:
         super().__init__(spec, recipe, config, data_dir=data_dir, dist=dist)
+        if spec.scale == "reference" and config.smoke:  # two tiny generations of the same code (sizes only)
+            self.recipe = dataclasses.replace(self.recipe, **SMOKE_OVERRIDES)
         r = self.recipe
         if len(r.lr_rates) != len(r.lr_boundaries) + 1:
             raise UsageError("minigo: lr_rates needs exactly one more value than lr_boundaries")
         self.size = self.recipe.board_size
+        self.reference = spec.scale == "reference"
         self.search_cfg = mcts.SearchConfig(playouts=r.num_readouts, dirichlet_alpha=r.dirichlet_alpha)
-        self.window: list[mcts.Games] = []  # the newest generations' games, oldest first
+        if self.reference:
+            self.ref_cfg = ref.SearchConfig(
+                num_readouts=r.num_readouts,
+                fastplay_frequency=r.fastplay_frequency,
+                fastplay_readouts=r.fastplay_readouts,
+                virtual_losses=r.virtual_losses,
+                dirichlet_alpha=r.dirichlet_alpha,
+                noise_mix=r.noise_mix,
+                value_init_penalty=r.value_init_penalty,
+                target_pruning=r.target_pruning,
+                policy_softmax_temp=r.policy_softmax_temp,
+                soft_pick_cutoff=r.temperature_moves,
+                min_resign_threshold=r.min_resign_threshold,
+                max_resign_threshold=r.max_resign_threshold,
+                disable_resign_pct=r.disable_resign_pct,
+                max_game_moves=r.max_game_moves,
+            )
+        self.window: list[Any] = []  # the newest generations' games, oldest first
         self._pool = None
         self.target_model: torch.nn.Module | None = None
+        self.bootstrap_model: torch.nn.Module | None = None
+        self._evaluations = 0  # the reference's evaluations so far: each draws its own inference symmetries
 
     # --- set-up (untimed) -----------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Check the opponent (mini: GNU Go; reference: the target checkpoint), start the self-play workers."""
+        """mini: check GNU Go and start the self-play workers. reference: read the bootstrap and target models."""
         r = self.recipe
-        if self.spec.scale == "reference":
-            ckpt = Path(r.target_checkpoint or self.data_dir / "minigo" / "reference" / "target.pt")
-            if not ckpt.is_file():
-                raise DataError(
-                    f"minigo reference: the target checkpoint {ckpt} is missing; give the MLPerf target model "
-                    "converted to this network's state_dict with --set target_checkpoint=PATH"
-                )
+        if self.reference:
+            # Both models read (names, shapes, values checked) before the clock; self-play runs in this
+            # process, batched on the run's device: no worker pool.
+            folder = self.data_dir / "minigo" / "reference"
+            self.bootstrap_model = reference_gonet()
+            load_reference_weights(
+                self.bootstrap_model,
+                Path(r.bootstrap_checkpoint or folder / BOOTSTRAP_FILE),
+                what="minigo reference: the bootstrap model",
+            )
             self.target_model = reference_gonet()
-            self.target_model.load_state_dict(load_tensors(ckpt, what="minigo reference: the target checkpoint"))
-            self.target_model.eval()
-        else:
-            arena.check_opponent(arena.Opponent(level=r.opponent_level), self.size, r.komi)
+            load_reference_weights(
+                self.target_model,
+                Path(r.target_checkpoint or folder / TARGET_FILE),
+                what="minigo reference: the target model",
+            )
+            self.target_model.to(self.device).eval()
+            return
+        arena.check_opponent(arena.Opponent(level=r.opponent_level), self.size, r.komi)
         # One worker per core, started before the clock (their start-up is initialization); close() ends them.
         ctx = multiprocessing.get_context("fork")
         self._pool = ctx.Pool(self.workers, initializer=_init_worker)
@@ -102,13 +139,28 @@ class MiniGoWorkload(Workload):
 
     # --- model and optimizer -------------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:
-        return mini_gonet(self.size) if self.spec.scale == "mini" else reference_gonet()
+        """mini: a fresh network. reference: the v2.0 network, from the bootstrap model (closed division:
+        the run starts from it); a dry run, which reads no files, starts from torch's initialisation."""
+        if not self.reference:
+            return mini_gonet(self.size)
+        model = reference_gonet()
+        if self.bootstrap_model is not None:
+            model.load_state_dict(self.bootstrap_model.state_dict())
+        return model
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         r = self.recipe
         # MiniGo trains with momentum SGD; at the mini size Adam reaches a useful policy in fewer steps.
-        if self.spec.scale == "reference":
-            opt = torch.optim.SGD(model.parameters(), lr=r.lr_rates[0], momentum=0.9, weight_decay=r.weight_decay)
+        if self.reference:
+            # dual_net's l2_cost: l2_strength * sum(w^2) / 2 over every variable but biases and BN offsets
+            # (its gradient is weight decay l2_strength on those); TF's MomentumOptimizer is torch's SGD.
+            decay = [p for n, p in model.named_parameters() if not _no_decay(n)]
+            rest = [p for n, p in model.named_parameters() if _no_decay(n)]
+            opt = torch.optim.SGD(
+                [{"params": decay, "weight_decay": r.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                lr=r.lr_rates[0],
+                momentum=r.momentum,
+            )
         else:
             opt = torch.optim.AdamW(model.parameters(), lr=r.lr_rates[0], weight_decay=r.weight_decay)
         bounds, rates = r.lr_boundaries, r.lr_rates
@@ -125,7 +177,11 @@ class MiniGoWorkload(Workload):
             for k in self.spec.hparam_keys
             if k in values
         }
-        out["actual_selfplay_games_per_generation"] = self._games_per_worker * self.workers
+        if self.reference:  # self-play plays exactly the recipe's games, in this process
+            out["actual_selfplay_games_per_generation"] = self.recipe.min_selfplay_games_per_generation
+            out |= {k: values[k] for k in REFERENCE_DETAILS}
+        else:
+            out["actual_selfplay_games_per_generation"] = self._games_per_worker * self.workers
         return out
 
     # --- training: one generation at a time ------------------------------------------------------------
@@ -142,8 +198,49 @@ class MiniGoWorkload(Workload):
     def generation_batches(self, model: torch.nn.Module, generation: int) -> Iterator[Any]:
         """Self-play of ``generation`` with ``model`` (the window update), then its training batches."""
         r = self.recipe
+        if self.reference:
+            self.window = [*self.window, self._reference_self_play(model, generation)][-r.window_generations :]
+            yield from self._reference_batches(generation)
+            return
         self.window = [*self.window, self._self_play(model, generation)][-r.window_generations :]
         yield from self._window_batches(generation)
+
+    def _reference_self_play(self, model: torch.nn.Module, generation: int) -> ref.Games:
+        """The generation's games with the current network, in this process: each search round of all the
+        games is one batch on the run's device."""
+        model.eval()
+        try:
+            return ref.self_play(
+                ref.network_evaluator(model, self.device),
+                games=self.recipe.min_selfplay_games_per_generation,
+                size=self.size,
+                komi=self.recipe.komi,
+                cfg=self.ref_cfg,
+                seed=seeds.derive(self.config.seed, seeds.STREAM_SELF_PLAY, generation, 0),
+            )
+        finally:
+            model.train()
+
+    def _reference_batches(self, generation: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """v2.0's training of a generation: a ``train_filter`` sample (without replacement, shuffled) of the
+        window's examples, floor(sample / batch) steps (``train.py``), each example under its own random
+        board symmetry (``random_rotation``)."""
+        r = self.recipe
+        feats = np.concatenate([g.features for g in self.window])
+        pols = np.concatenate([g.policy for g in self.window])
+        outs = np.concatenate([g.outcome for g in self.window])
+        rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_WINDOW, generation)
+        sample = rng.permutation(len(outs))[: int(len(outs) * r.train_filter)]
+        batch = self.local_batch_size
+        for start in range(0, len(sample) - batch + 1, batch):
+            idx = np.sort(sample[start : start + batch])
+            x, p = feats[idx].astype(np.float32), pols[idx].copy()
+            ks = rng.integers(0, 8, len(idx))
+            for k in range(1, 8):
+                sel = ks == k
+                if sel.any():
+                    x[sel], p[sel] = symmetry(x[sel], p[sel], k, self.size)
+            yield torch.from_numpy(x), torch.from_numpy(p), torch.from_numpy(outs[idx])
 
     def _self_play(self, model: torch.nn.Module, generation: int) -> mcts.Games:
         """The generation's games, split over the worker processes (one per core), each batching its games."""
@@ -188,11 +285,12 @@ class MiniGoWorkload(Workload):
         x, pi, z = batch
         logits, value = model(x.to(self.device))
         policy_loss = -(pi.to(self.device) * F.log_softmax(logits, 1)).sum(1).mean()
-        return policy_loss + F.mse_loss(value, z.to(self.device))
+        weight = self.recipe.value_cost_weight if self.reference else 1.0  # v2.0: value_cost_weight 0.5
+        return policy_loss + weight * F.mse_loss(value, z.to(self.device))
 
     def synthetic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
-        b, planes = self.local_batch_size, (3 if self.spec.scale == "mini" else 17)
+        b, planes = self.local_batch_size, (3 if self.spec.scale == "mini" else 13)
         x = (torch.rand(b, planes, self.size, self.size, generator=g) < 0.3).float()
         pi = torch.softmax(torch.randn(b, self.size * self.size + 1, generator=g), 1)
         z = torch.randint(0, 2, (b,), generator=g).float() * 2 - 1
@@ -211,21 +309,31 @@ class MiniGoWorkload(Workload):
         """
         r = self.recipe
         model.eval()
-        cfg = mcts.SearchConfig(playouts=r.num_readouts)
-        ours = mcts.network_evaluator(model)
-        if self.spec.scale == "reference":
+        if self.reference:
             if self.target_model is None:
                 raise RuntimeError("minigo reference: evaluation needs the target model that prepare() loads")
-            result = arena.play_network_match(
-                ours,
-                mcts.network_evaluator(self.target_model),
+            match = ref.play_match(
+                ref.network_evaluator(model, self.device),
+                ref.network_evaluator(self.target_model, self.device),
                 games=r.eval_games,
                 size=self.size,
                 komi=r.komi,
-                cfg=cfg,
+                readouts=r.eval_readouts,
+                cfg=self.ref_cfg,
+                seed=seeds.derive(self.config.seed, seeds.STREAM_DATA, self._evaluations),
             )
+            self._evaluations += 1
             model.train()
-            return {"win_rate": result.win_rate, **_match_fields(result)}
+            return {
+                "win_rate": match.win_rate,
+                "games": match.games,
+                "black_wins": match.black_wins,
+                "black_games": match.black_games,
+                "white_wins": match.wins - match.black_wins,
+                "white_games": match.games - match.black_games,
+            }
+        cfg = mcts.SearchConfig(playouts=r.num_readouts)
+        ours = mcts.network_evaluator(model)
         screen = self._gnugo_match(ours, cfg, r.eval_games, first_opening=0)
         out = {"win_rate": screen.win_rate, "screen_win_rate": screen.win_rate, "screen_games": screen.games}
         total = screen
@@ -254,6 +362,26 @@ class MiniGoWorkload(Workload):
                 first_opening=first_opening + done // 2,
             )
         return result
+
+
+# The reference's further logged settings (beside MLPERF_KEYS): what a reader needs to compare a run.
+REFERENCE_DETAILS = (
+    "num_readouts",
+    "fastplay_frequency",
+    "fastplay_readouts",
+    "virtual_losses",
+    "window_generations",
+    "train_filter",
+    "value_cost_weight",
+    "eval_games",
+    "eval_readouts",
+)
+
+
+def _no_decay(name: str) -> bool:
+    """Biases and batch-norm offsets (torch names both ``bias``): dual_net leaves its 'bias' and 'beta'
+    variables out of the L2 cost; BN scales ('gamma') and all kernels are in it."""
+    return name.endswith(".bias")
 
 
 def _match_fields(result: arena.ArenaResult) -> dict[str, float]:
@@ -294,7 +422,7 @@ def _ping(_: int) -> int:
 def _self_play_worker(job: tuple) -> mcts.Games:
     state, size, komi, games, cfg, seed, temperature_moves = job
     torch.manual_seed(seed)
-    model = mini_gonet(size) if size != 19 else reference_gonet()
+    model = mini_gonet(size)  # the mini scale's workers (the reference plays in the run's process)
     model.load_state_dict(state)
     model.eval()
     return mcts.self_play(
