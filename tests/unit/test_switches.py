@@ -41,7 +41,10 @@ class ConvWorkload(FakeWorkload):
     def train_batches(self):
         g = torch.Generator().manual_seed(self.config.seed)
         while True:
-            yield torch.randn(self.local_batch_size, 2, 4, 4, generator=g), torch.randint(0, 2, (self.local_batch_size,))
+            yield (
+                torch.randn(self.local_batch_size, 2, 4, 4, generator=g),
+                torch.randint(0, 2, (self.local_batch_size,)),
+            )
 
     def synthetic_batch(self):
         return torch.randn(self.local_batch_size, 2, 4, 4), torch.randint(0, 2, (self.local_batch_size,))

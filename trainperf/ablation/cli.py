@@ -27,6 +27,8 @@ def _check(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value < low:
             raise UsageError(f"--{name.replace('_', '-')} {value}: must be at least {low}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads {args.threads}: must be at least 1")
     if not 1 <= args.prefetch <= 64:
         raise UsageError(f"--prefetch {args.prefetch}: the ablation's read-ahead must be 1 to 64 batches")
 

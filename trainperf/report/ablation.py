@@ -109,7 +109,8 @@ def chart_png(data: dict[str, Any]) -> bytes:
             ratios = c.get("speedup_per_repeat") or []
             if ratios and c["name"] != "baseline":
                 ax.plot([min(ratios), max(ratios)], [y, y], color="#222", linewidth=1.2)
-            extra = f", compile {c['compile_seconds']:.0f} s" if c.get("compile_seconds") is not None else ""
+            shared = "†" if c.get("compile_shared") is True else ""  # after another configuration compiled
+            extra = f", compile {c['compile_seconds']:.0f} s{shared}" if c.get("compile_seconds") is not None else ""
             ax.text(max(s, max(ratios, default=s)), y, f"  ×{s:.2f}{extra}", va="center")
         ax.axvline(1.0, color="#555", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(configs)), [c["name"] for c in configs])
@@ -140,7 +141,9 @@ def html_section(ablations: list[dict[str, Any]]) -> str:
                 f"<td>{e(c['name'])}</td><td>{e(c.get('flags', ''))}</td>",
                 '<td class="n">' + ("–" if med is None else f"{med:,.1f}") + "</td>",
                 '<td class="n">' + ("failed" if s is None else f"×{s:.2f}") + "</td>",
-                '<td class="n">' + ("" if comp is None else f"{comp:.1f}") + "</td>",
+                '<td class="n">'
+                + ("" if comp is None else f"{comp:.1f}" + ("†" if c.get("compile_shared") is True else ""))
+                + "</td>",
                 f"<td>{e(c.get('error', '') or c.get('optimizer', ''))}</td>",
             ]
             rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -159,6 +162,6 @@ def html_section(ablations: list[dict[str, Any]]) -> str:
     note = (
         '<p class="note">Training throughput of each optimization switch alone and all together, from '
         "<code>trainperf ablate</code>; compile time is the warm-up's time beyond its steps (on the clock in a real "
-        "run).</p>"
+        "run; †: after another configuration compiled in the same process, whose caches it may reuse).</p>"
     )
     return note + "\n".join(parts)
