@@ -198,6 +198,17 @@ def test_fused_kernels_match_the_default_step():
     assert torch.allclose(a.weight, b.weight, atol=1e-6)
 
 
+def test_adagrad_whose_constructor_makes_its_state_takes_the_kernels_too():
+    """dlrm's Adagrad creates its state (at step 0) in its constructor; after a step it is too late."""
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adagrad(model.parameters(), lr=0.1)
+    assert sw.optimizer_impl(opt, "fused") == ("Adagrad: fused", "")
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    with pytest.raises(RuntimeError, match="before the optimizer's first step"):
+        sw.optimizer_impl(opt, "foreach")
+
+
 def test_an_optimizer_without_such_kernels_keeps_its_own_and_says_so():
     from trainperf.workloads.resnet.lars import ReferenceLars
 

@@ -181,9 +181,9 @@ def print_table(console: Any, data: dict[str, Any]) -> None:
     console.print(table)
     all_ = next((c for c in data["configurations"] if c["name"] == "all"), None)
     if all_ is not None:
-        console.print(f"all: {all_['flags']}", highlight=False, markup=False)
+        console.print(f"all: {all_['flags']}", highlight=False, markup=False, soft_wrap=True)
     for s in data["skipped"]:
-        console.print(f"skipped {s['name']}: {s['reason']}", highlight=False, markup=False)
+        console.print(f"skipped {s['name']}: {s['reason']}", highlight=False, markup=False, soft_wrap=True)
     console.print(
         "repeats: the range of each repeat's throughput over the baseline's in the same repeat. compile (s): the "
         "warm-up's time beyond its steps at the measured speed (compilation: on the clock in a real run, not in "

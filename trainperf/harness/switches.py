@@ -328,11 +328,13 @@ def optimizer_impl(optimizer: Any, impl: str) -> tuple[str, str]:
     the constructor's checks and its flag for the gradient scaler. Returns (what runs, why when it is not
     what was asked): ``for-loop``, ``foreach`` or ``fused``, after the optimizer's class name.
     """
+    import torch
+
     name = type(optimizer).__name__
     defaults = getattr(optimizer, "defaults", {})
     if impl == "default":
         return f"{name}: {_current_impl(optimizer)}", ""
-    if getattr(optimizer, "state", None):
+    if _stepped(optimizer):
         raise RuntimeError("the optimizer implementation must be chosen before the optimizer's first step")
     if impl not in defaults:
         return f"{name}: {_current_impl(optimizer)}", f"{name} has no {impl} implementation"
@@ -345,6 +347,9 @@ def optimizer_impl(optimizer: Any, impl: str) -> tuple[str, str]:
         for group in optimizer.param_groups:
             group["fused"], group["foreach"] = True, False
         optimizer.defaults["fused"], optimizer.defaults["foreach"] = True, False
+        for p, state in optimizer.state.items():  # state made in the constructor (Adagrad): its step on the device
+            if isinstance(state.get("step"), torch.Tensor):
+                state["step"] = state["step"].to(p.device, torch.float32)
         optimizer._step_supports_amp_scaling = True  # as the constructor sets it for fused kernels
     else:
         for group in optimizer.param_groups:
@@ -353,6 +358,21 @@ def optimizer_impl(optimizer: Any, impl: str) -> tuple[str, str]:
                 group["fused"] = False
         optimizer.defaults["foreach"] = True
     return f"{name}: {impl}", ""
+
+
+def _stepped(optimizer: Any) -> bool:
+    """Whether the optimizer has taken a step (Adagrad creates its state, at step 0, in its constructor)."""
+    import torch
+
+    for state in getattr(optimizer, "state", {}).values():
+        step = state.get("step", 0) if isinstance(state, dict) else 0
+        if float(step.item() if isinstance(step, torch.Tensor) else step) > 0:
+            return True
+    for group in getattr(optimizer, "param_groups", []):  # timm's LAMB counts steps per group
+        step = group.get("step", 0)
+        if float(step.item() if isinstance(step, torch.Tensor) else step) > 0:
+            return True
+    return False
 
 
 def _fused_problem(optimizer: Any) -> str:
