@@ -199,6 +199,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from trainperf.harness.precision import resolve
 
     resolve(args.precision, scale=args.scale, device=ctx.device)  # one that this device cannot run stops here
+    from trainperf.harness import switches
+
+    run_switches = switches.from_args(args)
+    switches.check_device(run_switches, ctx.device.type)  # --cuda-graphs or --pin-memory on a CPU stops here
     console = Console(stderr=False, quiet=args.quiet or not ctx.is_main)
     options = SuiteOptions(
         benchmarks=keys,
@@ -216,6 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         drop_caches=args.drop_caches,
         overrides=tuple(parse_overrides(args.set).items()),
         precision=args.precision,
+        switches=run_switches,
     )
 
     def observer(key: str, i: int, n: int) -> ProgressBar:
@@ -484,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
         "reference and top submissions train; fp32 for mini runs and on CPUs. bf16 also runs on a CPU when asked; "
         "fp16 needs CUDA. Evaluation stays fp32",
     )
+    from trainperf.harness.switches import add_arguments as add_switch_arguments
+
+    add_switch_arguments(r)  # --compile, --channels-last, --cuda-graphs, --optimizer-impl, ... (harness/switches.py)
     r.add_argument(
         "--drop-caches",
         action="store_true",
@@ -566,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_submission_parser(sub)
     add_history_parser(sub)
     add_scaling_parser(sub)  # `trainperf scale`
+    from trainperf.ablation.cli import add_parser as add_ablation_parser
+
+    add_ablation_parser(sub)  # `trainperf ablate`
 
     ls = sub.add_parser(
         "list",

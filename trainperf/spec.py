@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from trainperf.harness.switches import Switches
 from trainperf.seeds import SOURCE_FIXED
 
 if TYPE_CHECKING:  # torch is imported lazily so that `trainperf list` and `--help` never import it
@@ -293,6 +294,7 @@ class RunConfig:
     precision: str = "auto"  # autocast of the training step: auto, fp32, bf16, fp16 (trainperf/harness/precision.py)
     division: str = "open"
     overrides: dict[str, Any] = field(default_factory=dict)
+    switches: Switches = field(default_factory=Switches)  # the optimization switches (trainperf/harness/switches.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,6 +318,9 @@ class Workload(abc.ABC):
     SINGLE_PROCESS: ClassVar[bool] = False  # True: runs in one process only (it may start workers of its own)
     BATCH_FIELD: ClassVar[str] = "global_batch_size"  # the recipe field holding samples per optimizer step
     DRY_RUN_LOCAL_BATCH: ClassVar[int | None] = None  # a reference dry or smoke run's micro-batch per rank (CPU-sized)
+    # Optimization switches that do not apply to this workload, each with the reason (logged when one is asked
+    # for and left off); names as in trainperf/harness/switches.py (compile, channels_last, ...).
+    SWITCHES_NOT_APPLICABLE: ClassVar[Mapping[str, str]] = {}
 
     def __init__(
         self,
@@ -363,7 +368,9 @@ class Workload(abc.ABC):
         if not self.dist.distributed:
             return model
         ids = [self.dist.local_rank] if self.device.type == "cuda" else None
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        bucket = self.config.switches.ddp_bucket_mb  # --ddp-bucket-mb; None: DDP's default
+        kwargs = {} if bucket is None else {"bucket_cap_mb": bucket}
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, **kwargs)
 
     @abc.abstractmethod
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:

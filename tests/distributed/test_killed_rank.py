@@ -18,6 +18,7 @@ from untrusted import ORG, SYSTEM, write_log
 import trainperf
 from trainperf import registry, seeds
 from trainperf.harness.suite import hold_out_folder
+from trainperf.harness.switches import Switches
 from trainperf.results import parse_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -50,6 +51,7 @@ def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir
         "trainperf_code": trainperf.code_hash(),
         "trainperf_seed_source": seeds.SOURCE_SYSTEM,
         "trainperf_precision": "auto",
+        **Switches().as_logged(),  # no optimization switch
     }
     earlier = write_log(results / "result_0.txt", made_here)
     (out / "trainperf.json").write_text(json.dumps({"system": SYSTEM, "scale": "mini"}))

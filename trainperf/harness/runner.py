@@ -37,6 +37,7 @@ from trainperf.dist import DistContext
 from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
 from trainperf.harness import clock, node_energy, skew
 from trainperf.harness import precision as precision_mod
+from trainperf.harness import switches as switches_mod
 from trainperf.harness.mllog import RunLog, constants
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
@@ -184,6 +185,9 @@ class _Run:
         self.stepper: Stepper | None = None
         autocast = precision_mod.resolve(self.config.precision, scale=self.spec.scale, device=workload.device)
         self.precision = precision_mod.Precision(autocast, workload.device.type)
+        self.switches = switches_mod.Applied.resolve(
+            self.config.switches, type(workload), distributed=self.dist.distributed, device_type=workload.device.type
+        )
 
     def execute(self, submission: Submission, drop_caches: bool) -> RunOutcome:
         w, log, dist = self.w, self.log, self.dist
@@ -198,7 +202,7 @@ class _Run:
         model = w.build_model()
         for name in w.reference_tensor_names(model):
             log.event(constants.WEIGHTS_INITIALIZATION, metadata={"tensor": name})
-        model = w.parallelize(model)
+        model = self.switches.placed(w.parallelize(self.switches.model(model)))  # --channels-last, --compile
         self._check_clock_skew()
         init_seconds = self._end_init(init_t0)
         start_ms = round(clock.now_ms(dist))
@@ -274,6 +278,8 @@ class _Run:
         log.event("trainperf_seed_source", config.seed_source)
         log.event("trainperf_precision", config.precision)  # what was asked; trainperf_autocast: what ran
         log.event("trainperf_autocast", self.precision.autocast)
+        for key, value in config.switches.as_logged().items():  # the optimization switches asked for
+            log.event(key, value)
         log.event(constants.SEED, config.seed)
 
     def _check_clock_skew(self) -> None:
@@ -305,6 +311,9 @@ class _Run:
             w.load_data()
         load_seconds = time.perf_counter() - t
         self.optimizer, self.scheduler = w.build_optimizer(model)
+        self.switches.optimizer(self.optimizer)  # --optimizer-impl
+        log.event(switches_mod.OPTIMIZER_IMPL_USED, self.switches.optimizer_used)
+        log.event(switches_mod.IGNORED, dict(self.switches.ignored))  # switches asked for that could not apply
         hparams = w.hparams()
         missing = [k for k in self.spec.hparam_keys if k not in hparams]
         if missing:
@@ -328,6 +337,7 @@ class _Run:
         else:
             schedule = Schedule.for_run(spec, w, dry_run_steps=few)
         stepper = self.stepper = Stepper(model, w, self.optimizer, self.scheduler, self.obs, schedule, self.precision)
+        stepper.step_begin = self.switches.step_begin()  # CUDA graph trees: where each step begins
         batches = None if schedule.by_generation else self._batches()
         self.obs.run_started(spec, schedule.points[-1])
         for point in schedule.points:
@@ -361,8 +371,8 @@ class _Run:
 
     def _batches(self) -> Iterator[Any]:
         if self.config.dry_run:
-            return itertools.repeat(self.w.synthetic_batch())
-        return iter(self.w.train_batches())
+            return self.switches.batches(itertools.repeat(self.w.synthetic_batch()))
+        return self.switches.batches(iter(self.w.train_batches()))  # --channels-last, --pin-memory, --prefetch
 
     def _evaluate(self, model: torch.nn.Module, point: float, wall0: float) -> dict[str, float]:
         spec, log = self.spec, self.log

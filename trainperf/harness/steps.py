@@ -41,6 +41,7 @@ class Stepper:
         self.progress = 0.0  # in the schedule's unit
         self._loss_sum: torch.Tensor | None = None
         self._loss_count = 0
+        self.step_begin: Any = None  # called before each forward pass (CUDA graph trees, --cuda-graphs)
 
     def step(self, micro_batches: list[Any]) -> None:
         """One optimizer step over ``micro_batches`` (their losses averaged, as one large batch's would be)."""
@@ -51,6 +52,8 @@ class Stepper:
             last = i == len(micro_batches) - 1
             sync = nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
             with sync:
+                if self.step_begin is not None:
+                    self.step_begin()
                 with self.precision.forward():
                     loss = self.w.loss(model, batch)
                 self.precision.backward(loss / len(micro_batches))

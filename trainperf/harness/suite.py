@@ -41,8 +41,10 @@ from trainperf.dist import DistContext
 from trainperf.errors import NotAvailableError, ResultsError, RunFailed, RunInterrupted, TrainperfError, UsageError
 from trainperf.fileio import atomic_write_text, replace_durably
 from trainperf.harness import smoke
+from trainperf.harness import switches as switches_mod
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
+from trainperf.harness.switches import Switches
 from trainperf.results import first_values, parse_run, read_mllog
 from trainperf.rules.closed import check_overrides
 from trainperf.scoring import Score, score_results
@@ -72,6 +74,7 @@ class SuiteOptions:
     smoke: bool = False  # reference smoke runs on fixtures written under <out>/smoke-data
     drop_caches: bool = False
     precision: str = "auto"  # --precision: the training step's autocast (trainperf/harness/precision.py)
+    switches: Switches = field(default_factory=Switches)  # --compile, --channels-last, ... (harness/switches.py)
 
 
 @dataclass(kw_only=True)
@@ -265,6 +268,7 @@ _SETTING_NAMES = {
     "trainperf_code": "trainperf code",
     "trainperf_seed_source": "seed source",
     "trainperf_precision": "precision (--precision)",
+    **{switches_mod.LOG_KEYS[n]: f"{n.replace('_', ' ')} ({switches_mod.FLAGS[n]})" for n in switches_mod.NAMES},
     "seed": "seed (--seed)",
 }
 
@@ -296,6 +300,7 @@ def _expected_settings(options: SuiteOptions, spec: Any, seed: int | None) -> di
         "trainperf_code": trainperf.code_hash(),
         "trainperf_seed_source": seeds.SOURCE_SYSTEM if seed is None else seeds.SOURCE_FIXED,
         "trainperf_precision": options.precision,
+        **options.switches.as_logged(),
     }
     if seed is not None:
         expected["seed"] = seed
@@ -435,6 +440,7 @@ def _run_suite(
                 division=options.division,
                 overrides=overrides,
                 precision=options.precision,
+                switches=options.switches,
             )
             partial = result_dir / f".result_{i}.txt.{os.getpid()}-{secrets.token_hex(4)}.partial"
             log = RunLog(partial if dist.is_main else None)

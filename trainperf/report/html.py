@@ -194,8 +194,15 @@ def _figures(groups: list[Group], chart, caption: str) -> str:
     return "\n".join(parts)
 
 
-def render_html(systems: list[SystemResults], *, price_per_hour: float | None, history_png: bytes | None = None) -> str:
-    """One self-contained HTML document: tables, charts as data URIs, no external reference."""
+def render_html(
+    systems: list[SystemResults],
+    *,
+    price_per_hour: float | None,
+    history_png: bytes | None = None,
+    ablations: list[dict] | None = None,
+) -> str:
+    """One self-contained HTML document: tables, charts as data URIs, no external reference. ``ablations``: the
+    checked files of `trainperf ablate` (:mod:`trainperf.report.ablation`), drawn in their own section."""
     _check_price(price_per_hour)
     if history_png is not None and not history_png.startswith(_PNG):
         raise UsageError("the history chart must be PNG bytes")
@@ -257,6 +264,10 @@ def render_html(systems: list[SystemResults], *, price_per_hour: float | None, h
             "(trainperf measures it with RAPL and NVML where the machine allows).</p>"
         )
     sec.append(("energy", "Energy to train", body))
+    if ablations:
+        from trainperf.report.ablation import html_section
+
+        sec.append(("ablation", "Optimization switches", html_section(ablations)))
     if history_png is not None:
         img = "data:image/png;base64," + base64.b64encode(history_png).decode("ascii")
         sec.append(
@@ -385,7 +396,10 @@ def write_report(
     roots = result_roots([Path(p) for p in paths])
     for target in targets:
         _refuse_input(target, roots, systems)
-    text = render_html(systems, price_per_hour=price_per_hour, history_png=history_png)
+    from trainperf.report.ablation import find_ablations, read_ablation
+
+    ablations = [read_ablation(p) for p in find_ablations(roots)]  # <root>/ablation/*.json of `trainperf ablate`
+    text = render_html(systems, price_per_hour=price_per_hour, history_png=history_png, ablations=ablations)
     md = render_markdown(systems, price_per_hour) if markdown is not None else None
     _atomic_write(out, text)
     if markdown is not None and md is not None:

@@ -49,6 +49,10 @@ EVAL_BATCH = 16384  # the reference's --test-mini-batch-size
 
 class DLRMWorkload(Workload):
     DRY_RUN_LOCAL_BATCH = 64
+    SWITCHES_NOT_APPLICABLE = {
+        "ddp_bucket_mb": "dlrm's MLPs are replicated by its table-wise sharding (sharding.TableWiseDLRM), with DDP's "
+        "default buckets"
+    }
     _sizes: tuple[int, int] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

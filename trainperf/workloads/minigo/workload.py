@@ -46,6 +46,11 @@ MATCH_PART = 40  # evaluation games played at once (one GNU Go process each)
 
 class MiniGoWorkload(Workload):
     SINGLE_PROCESS = True  # self-play uses its own worker processes
+    # Each generation's batches come from self-play (generation_batches), not from one iterator of the harness.
+    SWITCHES_NOT_APPLICABLE = {
+        name: "minigo's batches come from each generation's self-play, which the harness does not read"
+        for name in ("channels_last", "pin_memory", "prefetch")
+    }
     BATCH_FIELD = "train_batch_size"
     DRY_RUN_LOCAL_BATCH = 4  # a reference dry run trains the full-size network on 4 synthetic positions a step
 

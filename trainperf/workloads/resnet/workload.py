@@ -25,6 +25,9 @@ REFERENCE_WORKERS = 8
 
 class ResNetWorkload(Workload):
     DRY_RUN_LOCAL_BATCH = 4  # a reference dry run at full model size on the CPU
+    SWITCHES_NOT_APPLICABLE = {
+        "channels_last": "resnet always trains in channels-last (model and input batches): it is its default layout"
+    }
     _loaded: tuple[int, int] | None = None  # (train, eval) sizes once the data is read
 
     def prepare(self) -> None:

@@ -1,0 +1,1 @@
+"""`trainperf ablate`: the optimization switches measured, alone and all together, interleaved in one process."""

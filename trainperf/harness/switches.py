@@ -1,0 +1,564 @@
+"""The optimization switches: system optimizations of the training step, each on or off from the command line.
+
+MLPerf credits much of its speed-up to the software stack rather than to the model. trainperf exposes the
+usual parts of that stack as switches that the harness applies to every workload (never the workload itself),
+logs (``trainperf_*`` keys, so a result says how it was made) and compares on resume, as it does
+``--precision``. They are system optimizations: allowed in the closed and the open division alike. With no
+switch given, a run is made exactly as before.
+
+=================== =============================== ===========================================================
+switch              log key                         what the harness does
+=================== =============================== ===========================================================
+``--compile``       ``trainperf_compile``           ``torch.compile`` of the model (after placement and DDP);
+                                                    the compilation happens in the first steps, on the clock
+``--channels-last`` ``trainperf_channels_last``     parameters and input batches of convolutional models in
+                                                    channels-last memory layout (``channels_last_3d`` for 3-D)
+``--cuda-graphs``   ``trainperf_cuda_graphs``       the compiled step replayed as CUDA graphs (``torch.compile``
+                                                    mode ``reduce-overhead``, CUDA graph trees): CUDA only
+``--optimizer-impl`` ``trainperf_optimizer_impl``   ``foreach`` (multi-tensor) or ``fused`` kernels of the
+                    (asked), ``..._used`` (ran)     workload's optimizer where it has them (torch's SGD, Adam,
+                                                    AdamW, Adagrad; timm's LAMB has foreach)
+``--ddp-bucket-mb`` ``trainperf_ddp_bucket_mb``     DDP's gradient bucket size: the all-reduce of a full bucket
+                                                    overlaps the rest of backward; a bucket as large as the model
+                                                    means one all-reduce after backward (no overlap)
+``--pin-memory``    ``trainperf_pin_memory``        input batches in page-locked memory (faster, asynchronous
+                                                    copies to the GPU): CUDA only
+``--prefetch N``    ``trainperf_prefetch``          a background thread reads N batches ahead of the step
+=================== =============================== ===========================================================
+
+A switch that cannot apply to a workload (a model without convolutions and channels-last; an optimizer with
+neither foreach nor fused kernels; DDP's bucket in one process) is left off and the reason logged in
+``trainperf_switches_ignored``; a workload may declare such reasons itself
+(``Workload.SWITCHES_NOT_APPLICABLE``). A switch the device cannot run (``--cuda-graphs`` or ``--pin-memory``
+on a CPU) is an error before anything runs.
+
+This module is torch-free at import time (``trainperf list`` and ``--help`` stay instant); the functions that
+apply the switches import torch when called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from trainperf.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+OPTIMIZER_IMPLS = ("default", "foreach", "fused")
+MAX_PREFETCH = 64  # batches held ahead; more only costs memory
+MAX_BUCKET_MB = 65536.0  # 64 GiB: larger than any model trainperf trains
+
+# The switches' names as the ablation and `trainperf_switches_ignored` name them.
+COMPILE, CHANNELS_LAST, CUDA_GRAPHS = "compile", "channels_last", "cuda_graphs"
+OPTIMIZER_IMPL, DDP_BUCKET_MB, PIN_MEMORY, PREFETCH = "optimizer_impl", "ddp_bucket_mb", "pin_memory", "prefetch"
+NAMES = (COMPILE, CHANNELS_LAST, CUDA_GRAPHS, OPTIMIZER_IMPL, DDP_BUCKET_MB, PIN_MEMORY, PREFETCH)
+FLAGS = {
+    COMPILE: "--compile",
+    CHANNELS_LAST: "--channels-last",
+    CUDA_GRAPHS: "--cuda-graphs",
+    OPTIMIZER_IMPL: "--optimizer-impl",
+    DDP_BUCKET_MB: "--ddp-bucket-mb",
+    PIN_MEMORY: "--pin-memory",
+    PREFETCH: "--prefetch",
+}
+LOG_KEYS = {name: f"trainperf_{name}" for name in NAMES}  # what was asked
+OPTIMIZER_IMPL_USED = "trainperf_optimizer_impl_used"  # what the optimizer ran
+IGNORED = "trainperf_switches_ignored"  # {switch: reason} of the switches asked for but left off
+
+
+@dataclass(frozen=True, kw_only=True)
+class Switches:
+    """The switches of one run; the defaults are a run as trainperf made it before the switches existed."""
+
+    compile: bool = False
+    channels_last: bool = False
+    cuda_graphs: bool = False  # implies compile (torch.compile's reduce-overhead mode)
+    optimizer_impl: str = "default"  # default (the workload's optimizer as built), foreach, fused
+    ddp_bucket_mb: float | None = None  # None: DDP's default (25 MiB)
+    pin_memory: bool = False
+    prefetch: int = 0  # batches read ahead by a background thread; 0: none
+
+    def __post_init__(self) -> None:
+        check_values(self)
+
+    def as_logged(self) -> dict[str, Any]:
+        """Each switch's log key and value (what was asked)."""
+        return {LOG_KEYS[f.name]: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def any_on(self) -> bool:
+        return self != Switches()
+
+    def without(self, names: Mapping[str, str] | set[str]) -> Switches:
+        """A copy with the named switches back at their defaults."""
+        default = Switches()
+        return dataclasses.replace(self, **{n: getattr(default, n) for n in names})
+
+    def short(self) -> str:
+        """The switches that are on, as command-line flags ("baseline" when none)."""
+        parts = []
+        for name in NAMES:
+            value = getattr(self, name)
+            if value == getattr(Switches(), name):
+                continue
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+            parts.append(FLAGS[name] if isinstance(value, bool) else f"{FLAGS[name]} {text}")
+        return " ".join(parts) or "baseline"
+
+
+def check_values(s: Switches) -> None:
+    """A UsageError naming the flag for a value no run can use."""
+    if s.optimizer_impl not in OPTIMIZER_IMPLS:
+        raise UsageError(f"--optimizer-impl {s.optimizer_impl!r}: choose one of {', '.join(OPTIMIZER_IMPLS)}")
+    if isinstance(s.prefetch, bool) or not isinstance(s.prefetch, int) or not 0 <= s.prefetch <= MAX_PREFETCH:
+        raise UsageError(
+            f"--prefetch {s.prefetch!r}: give a whole number of batches from 0 (off) to {MAX_PREFETCH}, e.g. --prefetch 2"
+        )
+    if s.ddp_bucket_mb is not None:
+        v = s.ddp_bucket_mb
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= MAX_BUCKET_MB:
+            raise UsageError(
+                f"--ddp-bucket-mb {v!r}: give a size in MiB above 0 and at most {MAX_BUCKET_MB:g} (DDP's default is 25)"
+            )
+
+
+def check_device(s: Switches, device_type: str) -> None:
+    """A UsageError, before anything runs, for a switch this device cannot run."""
+    if device_type == "cuda":
+        return
+    if s.cuda_graphs:
+        raise UsageError(
+            f"--cuda-graphs needs a CUDA device (this run is on {device_type}): CUDA graphs record and replay GPU "
+            "kernels; leave it off here (--compile alone works on a CPU)"
+        )
+    if s.pin_memory:
+        raise UsageError(
+            f"--pin-memory needs a CUDA device (this run is on {device_type}): page-locked memory speeds copies from "
+            "the host to a GPU, and there is no copy on a CPU; leave it off here"
+        )
+
+
+def device_reasons(device_type: str) -> dict[str, str]:
+    """Why each switch cannot run on this kind of device (what the ablation lists as skipped)."""
+    if device_type == "cuda":
+        return {}
+    return {
+        CUDA_GRAPHS: f"needs a CUDA device (this is {device_type})",
+        PIN_MEMORY: f"needs a CUDA device (this is {device_type}): no host-to-device copy",
+    }
+
+
+def workload_reasons(workload_cls: type, *, distributed: bool) -> dict[str, str]:
+    """Why switches do not apply to a workload: its own declarations, and DDP's bucket in one process."""
+    reasons = dict(getattr(workload_cls, "SWITCHES_NOT_APPLICABLE", {}) or {})
+    unknown = sorted(set(reasons) - set(NAMES))
+    if unknown:  # a typo in a workload's declaration would silently apply the switch
+        raise ValueError(f"{workload_cls.__name__}.SWITCHES_NOT_APPLICABLE names unknown switches {unknown}")
+    if not distributed:
+        reasons.setdefault(DDP_BUCKET_MB, "one process: there is no gradient all-reduce to bucket")
+    return reasons
+
+
+# --- applying them (torch from here on) ------------------------------------------------------------------
+def model_reasons(model: torch.nn.Module) -> dict[str, str]:
+    """Why switches do not apply to this model: channels-last needs 2-D or 3-D convolutions."""
+    import torch
+
+    convs = (torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
+    if any(isinstance(m, convs) for m in model.modules()):
+        return {}
+    return {CHANNELS_LAST: "the model has no 2-D or 3-D convolutions: its tensors have no channels dimension to move"}
+
+
+def _layout(t: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    if t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    if t.dim() == 5:
+        return t.contiguous(memory_format=torch.channels_last_3d)
+    return t
+
+
+def to_channels_last(model: torch.nn.Module) -> torch.nn.Module:
+    """Every 4-D parameter and buffer in channels-last, every 5-D one in channels-last-3d, in place.
+
+    ``Module.to(memory_format=...)`` takes one format for both ranks and fails on a model with 3-D
+    convolutions, hence this loop over the tensors (what ``Module._apply`` does for ``to``).
+    """
+    import torch
+
+    with torch.no_grad():
+        for module in model.modules():
+            for _, p in module.named_parameters(recurse=False):
+                p.data = _layout(p.data)
+            for name, b in module.named_buffers(recurse=False):
+                if b is not None:
+                    setattr(module, name, _layout(b))
+    return model
+
+
+def map_tensors(batch: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` applied to every tensor of a batch made of tuples, lists and dicts (other values kept as they are).
+
+    Written here rather than with torch's pytree helpers, which are private API.
+    """
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
+        return type(batch)(*(map_tensors(x, fn) for x in batch))
+    if isinstance(batch, tuple | list):
+        return type(batch)(map_tensors(x, fn) for x in batch)
+    if isinstance(batch, dict):
+        return {k: map_tensors(v, fn) for k, v in batch.items()}
+    return batch
+
+
+def channels_last_batch(batch: Any) -> Any:
+    """Floating-point 4-D and 5-D tensors of a batch (the images and volumes) in channels-last layout."""
+    return map_tensors(batch, lambda t: _layout(t) if t.is_floating_point() else t)
+
+
+def pinned_batch(batch: Any) -> Any:
+    return map_tensors(batch, lambda t: t if t.device.type != "cpu" else t.pin_memory())
+
+
+class Prefetcher:
+    """An iterator that reads ``depth`` items ahead of its consumer, in one background thread, in order.
+
+    The producer thread holds only the source iterator, the queue and a stop flag, so a Prefetcher that is
+    dropped (the run ended) stops its thread through ``weakref.finalize``. An error of the source is raised
+    to the consumer at the item where it happened. Written here because torch's DataLoader prefetches only
+    for its own worker processes, and a workload's batches come from an iterator of its own.
+    """
+
+    _DONE = object()
+
+    def __init__(self, source: Iterator[Any], depth: int) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=_produce, args=(source, self._queue, self._stop), name="trainperf-prefetch", daemon=True
+        )
+        self._thread.start()
+        self._finalizer = weakref.finalize(self, self._stop.set)
+
+    def __iter__(self) -> Prefetcher:
+        return self
+
+    def __next__(self) -> Any:
+        item = self._queue.get()
+        if item is Prefetcher._DONE:
+            self._stop.set()
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self._stop.set()
+            raise item.error
+        return item
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+def _produce(source: Iterator[Any], q: queue.Queue, stop: threading.Event) -> None:
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for item in source:
+            if not put(item):
+                return
+    except BaseException as e:  # handed to the consumer, raised there
+        put(_Failure(e))
+        return
+    put(Prefetcher._DONE)
+
+
+def data_path(batches: Iterator[Any], s: Switches) -> Iterator[Any]:
+    """The run's batches with the data-path switches applied: layout and pinning per batch (in the prefetch
+    thread when there is one), then the read-ahead."""
+    if s.channels_last:
+        batches = map(channels_last_batch, batches)
+    if s.pin_memory:
+        batches = map(pinned_batch, batches)
+    if s.prefetch:
+        batches = Prefetcher(iter(batches), s.prefetch)
+    return batches
+
+
+def compile_model(model: torch.nn.Module, s: Switches) -> torch.nn.Module:
+    """``torch.compile`` of the placed model; CUDA graphs through its ``reduce-overhead`` mode (CUDA graph trees)."""
+    import torch
+
+    if not (s.compile or s.cuda_graphs):
+        return model
+    return torch.compile(model, mode="reduce-overhead" if s.cuda_graphs else None)
+
+
+def compiled(model: Any) -> bool:
+    """Whether ``model`` is the result of ``torch.compile`` (an ``OptimizedModule``)."""
+    return hasattr(model, "_orig_mod")
+
+
+def optimizer_impl(optimizer: Any, impl: str) -> tuple[str, str]:
+    """Switch an optimizer built by the workload to ``foreach`` or ``fused`` kernels, before its first step.
+
+    torch's optimizers (and timm's) read ``foreach`` and ``fused`` from each parameter group at every step, so
+    setting them in the groups is what passing them to the constructor does; for ``fused`` this also repeats
+    the constructor's checks and its flag for the gradient scaler. Returns (what runs, why when it is not
+    what was asked): ``for-loop``, ``foreach`` or ``fused``, after the optimizer's class name.
+    """
+    import torch
+
+    name = type(optimizer).__name__
+    defaults = getattr(optimizer, "defaults", {})
+    if impl == "default":
+        return f"{name}: {_current_impl(optimizer)}", ""
+    if _stepped(optimizer):
+        raise RuntimeError("the optimizer implementation must be chosen before the optimizer's first step")
+    if impl not in defaults:
+        return f"{name}: {_current_impl(optimizer)}", f"{name} has no {impl} implementation"
+    if any(g.get("differentiable") for g in optimizer.param_groups):
+        return f"{name}: {_current_impl(optimizer)}", f"{name} is differentiable: torch allows no {impl} kernel"
+    if impl == "fused":
+        problem = _fused_problem(optimizer)
+        if problem:
+            return f"{name}: {_current_impl(optimizer)}", problem
+        for group in optimizer.param_groups:
+            group["fused"], group["foreach"] = True, False
+        optimizer.defaults["fused"], optimizer.defaults["foreach"] = True, False
+        for p, state in optimizer.state.items():  # state made in the constructor (Adagrad): its step on the device
+            if isinstance(state.get("step"), torch.Tensor):
+                state["step"] = state["step"].to(p.device, torch.float32)
+        optimizer._step_supports_amp_scaling = True  # as the constructor sets it for fused kernels
+    else:
+        for group in optimizer.param_groups:
+            group["foreach"] = True
+            if "fused" in group:
+                group["fused"] = False
+        optimizer.defaults["foreach"] = True
+    return f"{name}: {impl}", ""
+
+
+def _stepped(optimizer: Any) -> bool:
+    """Whether the optimizer has taken a step (Adagrad creates its state, at step 0, in its constructor)."""
+    import torch
+
+    for state in getattr(optimizer, "state", {}).values():
+        step = state.get("step", 0) if isinstance(state, dict) else 0
+        if float(step.item() if isinstance(step, torch.Tensor) else step) > 0:
+            return True
+    for group in getattr(optimizer, "param_groups", []):  # timm's LAMB counts steps per group
+        step = group.get("step", 0)
+        if float(step.item() if isinstance(step, torch.Tensor) else step) > 0:
+            return True
+    return False
+
+
+def _fused_problem(optimizer: Any) -> str:
+    import torch
+
+    try:  # torch's own list of the devices with fused optimizer kernels (private, hence the fallback)
+        from torch.optim.optimizer import _get_fused_kernels_supported_devices
+
+        devices = set(_get_fused_kernels_supported_devices())
+    except ImportError:
+        devices = {"cuda", "cpu"}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.device.type not in devices or not torch.is_floating_point(p):
+                return f"fused kernels need floating-point parameters on {sorted(devices)}, not {p.dtype} on {p.device.type}"
+            if p.is_sparse:
+                return "fused kernels take no sparse parameters"
+    return ""
+
+
+def _current_impl(optimizer: Any) -> str:
+    """What an optimizer runs: what its groups say, or torch's default for their parameters."""
+    groups = getattr(optimizer, "param_groups", [])
+    if any(g.get("fused") for g in groups):
+        return "fused"
+    foreach = [g.get("foreach") for g in groups]
+    if all(f is True for f in foreach) and foreach:
+        return "foreach"
+    if "foreach" not in getattr(optimizer, "defaults", {}):
+        return "for-loop"
+    if all(f is False for f in foreach):
+        return "for-loop"
+    try:
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+
+        params = [p for g in groups if g.get("foreach") is None for p in g["params"]]
+        return "foreach" if _default_to_fused_or_foreach(params, differentiable=False)[1] else "for-loop"
+    except ImportError:
+        return "torch's default"
+
+
+# --- one run: what applies, and the log --------------------------------------------------------------------
+@dataclass
+class Applied:
+    """The switches as they apply to one run: ``effective`` has every inapplicable switch off."""
+
+    asked: Switches
+    effective: Switches
+    ignored: dict[str, str]  # switch -> why it was left off
+    optimizer_used: str = ""
+
+    @classmethod
+    def resolve(cls, asked: Switches, workload_cls: type, *, distributed: bool, device_type: str) -> Applied:
+        check_device(asked, device_type)
+        reasons = workload_reasons(workload_cls, distributed=distributed)
+        ignored = {n: r for n, r in reasons.items() if getattr(asked, n) != getattr(Switches(), n)}
+        return cls(asked=asked, effective=asked.without(set(ignored)), ignored=ignored)
+
+    def model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """After ``build_model``: channels-last where the model has convolutions."""
+        if not self.effective.channels_last:
+            return model
+        reasons = model_reasons(model)
+        if reasons:
+            self._ignore(reasons)
+            return model
+        return to_channels_last(model)
+
+    def _ignore(self, reasons: dict[str, str]) -> None:
+        self.ignored.update(reasons)
+        self.effective = self.effective.without(set(reasons))
+
+    def placed(self, model: torch.nn.Module) -> torch.nn.Module:
+        """After ``parallelize``: compiled (and CUDA graphs) where asked."""
+        return compile_model(model, self.effective)
+
+    def optimizer(self, optimizer: Any) -> None:
+        used, why = optimizer_impl(optimizer, self.effective.optimizer_impl)
+        self.optimizer_used = used
+        if why:
+            self._ignore({OPTIMIZER_IMPL: why})
+
+    def batches(self, batches: Iterator[Any]) -> Iterator[Any]:
+        return data_path(batches, self.effective)
+
+    def step_begin(self) -> Callable[[], None] | None:
+        """What the step calls first: CUDA graph trees must be told where a training step begins."""
+        if not self.effective.cuda_graphs:
+            return None
+        import torch
+
+        return torch.compiler.cudagraph_mark_step_begin
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+def add_arguments(parser: Any, *, prefetch_default: int = 0) -> None:
+    """The switches' options, for `trainperf run` and `trainperf ablate`."""
+    g = parser.add_argument_group(
+        "optimization switches",
+        "system optimizations, allowed in both divisions; each is logged (trainperf_<switch>) and compared on resume. "
+        "With none given, a run is made as before",
+    )
+    g.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (after DDP). Compiling takes the first steps, on the clock (20-35 s for a "
+        "mini model on a 2-core CPU)",
+    )
+    g.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="convolutional models: parameters and input batches in channels-last memory layout (channels_last_3d "
+        "for 3-D convolutions); left off, with the reason logged, for a model without convolutions",
+    )
+    g.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="replay the compiled step as CUDA graphs (torch.compile mode reduce-overhead; implies --compile). "
+        "CUDA only: an error on a CPU",
+    )
+    g.add_argument(
+        "--optimizer-impl",
+        choices=OPTIMIZER_IMPLS,
+        default="default",
+        help="default: the workload's optimizer as it builds it; foreach: multi-tensor kernels; fused: one fused "
+        "kernel (torch's SGD, Adam, AdamW, Adagrad). Applied where the optimizer has it; what ran is logged as "
+        "trainperf_optimizer_impl_used",
+    )
+    g.add_argument(
+        "--ddp-bucket-mb",
+        type=_positive_float,
+        default=None,
+        metavar="MB",
+        help="DDP gradient bucket size in MiB (default: DDP's 25). Each full bucket is all-reduced while backward "
+        "goes on, so smaller buckets overlap more communication with computation (and send more messages); a "
+        "bucket larger than the model all-reduces once, after backward. Several processes only",
+    )
+    g.add_argument(
+        "--pin-memory",
+        action="store_true",
+        help="input batches in page-locked host memory, for faster asynchronous copies to the GPU. CUDA only: an "
+        "error on a CPU",
+    )
+    g.add_argument(
+        "--prefetch",
+        type=_count,
+        default=prefetch_default,
+        metavar="N",
+        help="a background thread reads N batches ahead of the training step (default "
+        f"{prefetch_default}: none). Batches stay in order; a workload whose batches draw from the global random "
+        "generators is then no longer bit-reproducible",
+    )
+
+
+def from_args(args: Any) -> Switches:
+    return Switches(
+        compile=args.compile,
+        channels_last=args.channels_last,
+        cuda_graphs=args.cuda_graphs,
+        optimizer_impl=args.optimizer_impl,
+        ddp_bucket_mb=args.ddp_bucket_mb,
+        pin_memory=args.pin_memory,
+        prefetch=args.prefetch,
+    )
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MiB (e.g. 25)") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_BUCKET_MB:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a size above 0 and at most {MAX_BUCKET_MB:g} MiB")
+    return value
+
+
+def _count(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of batches (e.g. 2)") from None
+    if not 0 <= value <= MAX_PREFETCH:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 (off) to {MAX_PREFETCH} batches")
+    return value
