@@ -11,7 +11,8 @@ and the optimizer with its scheduler (as the harness's ``Stepper`` does them, fp
 one ``evaluate`` of the model after those steps, its time split by the package whose code spent it
 (cProfile's own time per function, grouped by the file's package: torch, pycocotools, numpy, trainperf,
 ...). ``--profile-steps`` more steps run under ``torch.profiler`` and its top operators by own CPU time
-are printed.
+are printed. ``--channels-last``, ``--flush-denormal`` and ``--threads`` measure those levers (the
+same seed gives the same batches, so runs with and without one compare step for step).
 
 A model a few steps old may not detect or predict what a trained one does, and evaluation can cost more
 or less with what it finds; ``--log`` reads a real run's MLLOG file instead for the evaluation's share of
@@ -133,6 +134,9 @@ def main() -> int:
         help="untimed optimizer steps before the evaluation, so that it sees a model that detects (default 0)",
     )
     p.add_argument("--log", type=Path, help="a real run's result_N.txt: the evaluations' share of that run")
+    p.add_argument("--channels-last", action="store_true", help="lever: the model's tensors in channels-last layout")
+    p.add_argument("--flush-denormal", action="store_true", help="lever: denormal floats flushed to zero")
+    p.add_argument("--threads", type=int, help="lever: intra-op threads (default: the workload's, or torch's)")
     p.add_argument("--data-dir", type=Path, default=default_data_dir())
     a = p.parse_args()
     if a.log:
@@ -147,14 +151,22 @@ def main() -> int:
         w = cls(spec, recipe, RunConfig(seed=a.seed), data_dir=a.data_dir, dist=DistContext())
         try:
             w.prepare()
+            if a.flush_denormal:
+                torch.set_flush_denormal(True)
+            if a.threads:
+                torch.set_num_threads(a.threads)
             seed_everything(a.seed)
-            model = w.parallelize(w.build_model())
+            model = w.build_model()
+            if a.channels_last:
+                model = model.to(memory_format=torch.channels_last)
+            model = w.parallelize(model)
             t0 = time.perf_counter()
             w.load_data()
             optimizer, scheduler = w.build_optimizer(model)
             load = time.perf_counter() - t0
+            levers = [n for n, on in (("channels-last", a.channels_last), ("flush-denormal", a.flush_denormal)) if on]
             print(
-                f"{key} mini: {torch.get_num_threads()} threads, batch {w.global_batch_size}, "
+                f"{key} mini: {torch.get_num_threads()} threads{''.join(', ' + n for n in levers)}, batch {w.global_batch_size}, "
                 f"{w.steps_per_epoch} steps per epoch; load_data + build_optimizer {load:.2f} s"
             )
             batches = iter(w.train_batches())

@@ -120,8 +120,8 @@ MINI = BenchmarkSpec(
     max_minutes=6.0,
     hparam_keys=ONE_CYCLE_KEYS,
     target_source="measured: README.md beside maskrcnn/workload.py",
-    # benchmarks/metric_error.py maskrcnn: BBOX 0.159 (SEGM 0.166, SE 0.0070) at 0.4 epoch, seed 100001, B = 200
-    metric_se=0.0060,
+    # benchmarks/metric_error.py maskrcnn: BBOX 0.159 (SEGM 0.167, SE 0.0070) at 0.4 epoch, seed 100001, B = 200
+    metric_se=0.0063,
 )
 
 BENCHMARK = Benchmark(
