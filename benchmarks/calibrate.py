@@ -73,10 +73,14 @@ def bert_baselines(data_dir: Path) -> str:
 BASELINES = {"bert": bert_baselines, "rnnt": rnnt_guesser}
 
 
-def deciding(spec, curve) -> str:
-    """The last evaluation below the target and the first at or above it, in standard errors from the target."""
+def deciding(spec, curve, success: bool) -> str:
+    """The last evaluation below the target and the first at or above it, in standard errors from the target.
+
+    The curve holds the headline field alone (maskrcnn: BBOX, not SEGM), so whether an evaluation reached
+    every field comes from the run: a successful run stops at the first that did, its last.
+    """
     se = getattr(spec, "metric_se", None)
-    first = next((i for i, (_, _, q) in enumerate(curve) if spec.reached(q)), None)
+    first = len(curve) - 1 if success and curve else None
     picks = [curve[-1]] if first is None else curve[max(0, first - 1) : first + 1]
     shown = [f"{q:.4f} at {e:g}" + (f" ({(q - spec.target) / se:+.1f} SE)" if se else "") for _, e, q in picks]
     return " -> ".join(shown) + ("" if first is not None else " (never reached)") if picks else "none"
@@ -111,7 +115,7 @@ def main() -> int:
                 f"overhead {100 * r.get('harness_overhead', float('nan')):.2f}%  "
                 f"peak RSS {r.get('peak_rss_mib', float('nan')):.0f} MiB"
             )
-            print(f"    deciding evaluations {deciding(spec, curve)}")
+            print(f"    deciding evaluations {deciding(spec, curve, r['status'] == 'success')}")
         ok = [r["minutes"] * 60 for r in summary["runs"] if r["status"] == "success"]
         print(
             f"reached: {len(ok)}/{len(summary['runs'])}; median time-to-train "

@@ -113,12 +113,15 @@ MINI = BenchmarkSpec(
     runs_dropped=1,
     unit=EPOCHS,
     eval_interval=0.2,
+    # No calibration seed comes near the targets at 0.2 epoch (box mAP 0.013-0.053, at least 7.8 SE below 0.10,
+    # 15 seeds, README.md), and an evaluation there costs 8-10 s of a 90-110 s run: the first one is at 0.4.
+    first_eval=0.4,
     max_progress=4.0,
     max_minutes=6.0,
     hparam_keys=ONE_CYCLE_KEYS,
     target_source="measured: README.md beside maskrcnn/workload.py",
-    # benchmarks/metric_error.py maskrcnn: BBOX 0.159 (SEGM 0.166, SE 0.0070) at 0.4 epoch, seed 100001, B = 200
-    metric_se=0.0060,
+    # benchmarks/metric_error.py maskrcnn: BBOX 0.159 (SEGM 0.167, SE 0.0070) at 0.4 epoch, seed 100001, B = 200
+    metric_se=0.0063,
 )
 
 BENCHMARK = Benchmark(
