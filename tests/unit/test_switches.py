@@ -209,6 +209,19 @@ def test_adagrad_whose_constructor_makes_its_state_takes_the_kernels_too():
         sw.optimizer_impl(opt, "foreach")
 
 
+def test_sparse_embeddings_keep_fused_kernels_off_and_say_so():
+    """dlrm's tables have sparse gradients: torch's fused Adagrad would raise at the first step."""
+    model = torch.nn.Sequential(torch.nn.EmbeddingBag(10, 4, mode="sum", sparse=True), torch.nn.Linear(4, 1))
+    opt = torch.optim.Adagrad(model.parameters(), lr=0.1)
+    used, why = sw.optimizer_impl(opt, "fused", model)
+    assert used == "Adagrad: for-loop" and "sparse" in why and "0" in why
+    x = torch.tensor([[1, 2], [3, 4]])
+    model(x).sum().backward()
+    opt.step()  # the optimizer still steps: left as it was built
+    dense = torch.nn.Linear(3, 2)
+    assert sw.optimizer_impl(torch.optim.Adagrad(dense.parameters(), lr=0.1), "fused", dense)[0] == "Adagrad: fused"
+
+
 def test_an_optimizer_without_such_kernels_keeps_its_own_and_says_so():
     from trainperf.workloads.resnet.lars import ReferenceLars
 

@@ -113,7 +113,7 @@ class _Trainer:
         seed_everything(seed)  # the same initial weights in every configuration
         model = self.applied.placed(w.parallelize(self.applied.model(w.build_model())))
         optimizer, scheduler = w.build_optimizer(model)
-        self.applied.optimizer(optimizer)
+        self.applied.optimizer(optimizer, model)
         autocast = precision_mod.resolve(w.config.precision, scale=w.spec.scale, device=w.device)
         self.stepper = Stepper(
             model, w, optimizer, scheduler, RunObserver(), None, precision_mod.Precision(autocast, w.device.type)

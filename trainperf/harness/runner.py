@@ -311,7 +311,7 @@ class _Run:
             w.load_data()
         load_seconds = time.perf_counter() - t
         self.optimizer, self.scheduler = w.build_optimizer(model)
-        self.switches.optimizer(self.optimizer)  # --optimizer-impl
+        self.switches.optimizer(self.optimizer, model)  # --optimizer-impl
         log.event(switches_mod.OPTIMIZER_IMPL_USED, self.switches.optimizer_used)
         log.event(switches_mod.IGNORED, dict(self.switches.ignored))  # switches asked for that could not apply
         hparams = w.hparams()

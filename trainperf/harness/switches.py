@@ -320,13 +320,14 @@ def compiled(model: Any) -> bool:
     return hasattr(model, "_orig_mod")
 
 
-def optimizer_impl(optimizer: Any, impl: str) -> tuple[str, str]:
+def optimizer_impl(optimizer: Any, impl: str, model: Any = None) -> tuple[str, str]:
     """Switch an optimizer built by the workload to ``foreach`` or ``fused`` kernels, before its first step.
 
     torch's optimizers (and timm's) read ``foreach`` and ``fused`` from each parameter group at every step, so
     setting them in the groups is what passing them to the constructor does; for ``fused`` this also repeats
     the constructor's checks and its flag for the gradient scaler. Returns (what runs, why when it is not
-    what was asked): ``for-loop``, ``foreach`` or ``fused``, after the optimizer's class name.
+    what was asked): ``for-loop``, ``foreach`` or ``fused``, after the optimizer's class name. ``model``: the
+    model it trains, whose sparse embeddings (sparse gradients) rule out fused kernels.
     """
     import torch
 
@@ -341,7 +342,7 @@ def optimizer_impl(optimizer: Any, impl: str) -> tuple[str, str]:
     if any(g.get("differentiable") for g in optimizer.param_groups):
         return f"{name}: {_current_impl(optimizer)}", f"{name} is differentiable: torch allows no {impl} kernel"
     if impl == "fused":
-        problem = _fused_problem(optimizer)
+        problem = _fused_problem(optimizer, model)
         if problem:
             return f"{name}: {_current_impl(optimizer)}", problem
         for group in optimizer.param_groups:
@@ -375,8 +376,13 @@ def _stepped(optimizer: Any) -> bool:
     return False
 
 
-def _fused_problem(optimizer: Any) -> str:
+def _fused_problem(optimizer: Any, model: Any = None) -> str:
     import torch
+
+    if model is not None:  # torch's fused kernels raise at the first step on a sparse gradient (dlrm's tables)
+        for name, m in model.named_modules():
+            if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse:
+                return f"fused kernels take no sparse gradients ({name or 'the model'} is a sparse embedding)"
 
     try:  # torch's own list of the devices with fused optimizer kernels (private, hence the fallback)
         from torch.optim.optimizer import _get_fused_kernels_supported_devices
@@ -449,8 +455,8 @@ class Applied:
         """After ``parallelize``: compiled (and CUDA graphs) where asked."""
         return compile_model(model, self.effective)
 
-    def optimizer(self, optimizer: Any) -> None:
-        used, why = optimizer_impl(optimizer, self.effective.optimizer_impl)
+    def optimizer(self, optimizer: Any, model: Any = None) -> None:
+        used, why = optimizer_impl(optimizer, self.effective.optimizer_impl, model)
         self.optimizer_used = used
         if why:
             self._ignore({OPTIMIZER_IMPL: why})
