@@ -428,3 +428,17 @@ def test_fields_beside_the_metric_are_logged_with_each_evaluation(tmp_path):
 def test_an_evaluation_without_other_fields_logs_no_details(tmp_path):
     _, path = run_once(tmp_path)
     assert "trainperf_eval_details" not in keys_in(path)
+
+
+def test_peak_memory_is_the_runs_own_not_its_parents():
+    """``ru_maxrss`` survives ``execve``: a run started by a large process (a test session) reported the parent's
+    peak. The peak comes from ``VmHWM``, this program's own."""
+    import subprocess
+    import sys
+
+    ballast = bytearray(1536 * 2**20)  # 1.5 GiB, touched
+    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+    code = "from trainperf.harness.runner import _peak_rss_mib; print(_peak_rss_mib())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    del ballast
+    assert 10 < float(out) < 1024, out

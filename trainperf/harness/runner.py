@@ -107,7 +107,19 @@ def seed_everything(seed: int) -> None:
 
 
 def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    """This process's peak resident memory in MiB.
+
+    Linux's ``VmHWM`` first: the peak of this program's own memory. ``ru_maxrss`` survives ``execve``, so a run
+    started by a large parent (a test session, a notebook) would report the parent's peak as its own.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux, the fallback elsewhere
 
 
 def _drop_caches() -> bool:
