@@ -166,12 +166,13 @@ def is_peer_failure(exc: BaseException | None) -> bool:
     return False
 
 
-def peer_failure(ctx: DistContext, exc: BaseException, timeout_s: float) -> ProcessGroupFailed:
+def peer_failure(ctx: DistContext, exc: BaseException, timeout_s: float | None = None) -> ProcessGroupFailed:
     """The error a rank reports when the job lost another rank: what happened, what was kept, what to do."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    within = "the collective timeout" if timeout_s is None else f"the {timeout_s:g} s collective timeout"
     return ProcessGroupFailed(
         f"rank {ctx.rank} of {ctx.world_size}: a collective failed ({first[:200]}): another process of this torchrun "
-        f"job stopped (killed, out of memory) or did not answer within the {timeout_s:g} s collective timeout. A run "
+        f"job stopped (killed, out of memory) or did not answer within {within}. A run "
         "in progress ends aborted (a started run counts as not converged) and earlier results stay; see the "
         "other ranks' messages, then run the same command to resume"
     )

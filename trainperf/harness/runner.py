@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 import trainperf
+from trainperf import dist as dist_mod
 from trainperf import nodes, seeds
 from trainperf.dist import DistContext
 from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
@@ -235,7 +236,10 @@ class _Run:
         except Exception as e:
             if self.log.failed:
                 raise  # the log itself cannot be written (a full disk): there is no log to end
-            reason = f"error: {type(e).__name__}: {e}"
+            failure = e
+            if self.dist.distributed and dist_mod.is_peer_failure(e):  # logged alike whichever signal came first:
+                failure = dist_mod.peer_failure(self.dist, e)  # the broken collective or torchrun's SIGTERM
+            reason = f"error: {type(failure).__name__}: {failure}"
             outcome = self._stop_aborted(start_ms, wall0, reason, init_seconds)
             self.obs.run_stopped(outcome)
             code = e.exit_code if isinstance(e, TrainperfError) else 1
