@@ -90,7 +90,9 @@ def render(
         "# the first node of the allocation; each starts --nproc processes. The run writes its results and the",
         "# system description of the job (number_of_nodes from the rendezvous) under its --out folder.",
         "set -euo pipefail",
-        'first_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        # read every line (no `head`): with pipefail, head closing the pipe early fails the job with SIGPIPE (141)
+        'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'first_node=${nodes%%$\'\\n\'*}',
         f'export TRAINPERF_RDZV_ENDPOINT="$first_node:{port}"',
         f'export TRAINPERF_RDZV_ID="{DEFAULT_RDZV_ID}-$SLURM_JOB_ID"',
         f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote('exec ' + run + per_node)}",

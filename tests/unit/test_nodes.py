@@ -78,7 +78,7 @@ def test_sbatch_script_launches_one_agent_per_node(tmp_path):
     assert lines[0] == "#!/bin/bash"
     for directive in ("--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8", "--time=01:00:00"):
         assert f"#SBATCH {directive}" in lines
-    assert 'first_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in lines
+    assert 'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")' in lines
     [srun] = [line for line in lines if line.startswith("srun ")]
     assert srun.startswith("srun --nodes=4 --ntasks-per-node=1 ")
     assert "trainperf run resnet --scale mini --out" in srun and "--seed 3" in srun
