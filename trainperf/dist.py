@@ -9,6 +9,7 @@ DistributedSampler), and ``all_reduce``/``all_gather``/``gather_objects`` bring 
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 import signal
 from dataclasses import dataclass
@@ -131,6 +132,11 @@ def init_from_env(timeout_s: float = 1800.0) -> DistContext:
     else:
         device, backend = torch.device("cpu"), "gloo"
     if not torch_dist.is_initialized():
+        # torch._dynamo (torchvision, timm and torch.compile import it) keeps a reference to the default group when
+        # it is first imported after the group exists; destroy_process_group then leaves the group's gloo threads
+        # running, and a rank could end in std::terminate at exit. Imported first, it holds no such reference.
+        importlib.import_module("torch._dynamo")
+
         torch_dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
     return DistContext(rank=rank, world_size=world, local_rank=local, device=device, backend=backend)
 
