@@ -33,7 +33,8 @@ def strength(w, model: torch.nn.Module, games: int, first_opening: int) -> arena
     """``games`` games of ``model`` against GNU Go, from openings ``first_opening``, ..."""
     model.eval()
     cfg = mcts.SearchConfig(playouts=w.recipe.num_readouts)
-    result = w._gnugo_match(mcts.network_evaluator(model), cfg, games, first_opening=first_opening)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    result = w._gnugo_match(state, cfg, games, first_opening=first_opening)
     model.train()
     return result
 

@@ -129,3 +129,40 @@ def test_a_match_counts_each_colour_and_plays_distinct_openings():
     with pytest.raises(ValueError, match="even"):
         arena.play_match(uniform, **{**kw, "games": 3})
     assert BLACK == 1  # game 2k is played as Black (arena.play_match), so black_games is half
+
+
+@pytest.mark.skipif(shutil.which(GNUGO) is None, reason="GNU Go is not installed (scripts/setup.sh)")
+def test_the_workers_play_the_games_one_process_would(tmp_path, monkeypatch):
+    """The evaluation's games are split over the worker processes (each share with its own GNU Go seeds and
+    openings): the same games, game for game, as one process playing the whole part."""
+    import torch
+
+    from trainperf.workloads.minigo import workload as mw
+
+    monkeypatch.setattr(mw, "MATCH_PART", 8)
+    monkeypatch.setattr(MiniGoWorkload, "workers", 2)
+    w = _workload(tmp_path)
+    cfg = mcts.SearchConfig(playouts=4)
+    torch.manual_seed(3)
+    model = _tiny_model().eval()
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    one = arena.ArenaResult()
+    for first in (2, 6):  # two parts of 8 games, from opening 2 on
+        one = one + arena.play_match(
+            mcts.network_evaluator(model),
+            games=8,
+            size=N,
+            komi=MINI_RECIPE.komi,
+            cfg=cfg,
+            opponent=arena.Opponent(level=MINI_RECIPE.opponent_level),
+            opening_moves=MINI_RECIPE.opening_moves,
+            first_opening=first,
+        )
+    w.prepare()
+    try:
+        split = w._gnugo_match(state, cfg, 16, first_opening=2)
+    finally:
+        w.close()
+    assert split.games == one.games == 16
+    assert split.scores == one.scores  # game for game, in order
+    assert (split.wins, split.black_wins, split.disagreements) == (one.wins, one.black_wins, one.disagreements)

@@ -338,34 +338,41 @@ class MiniGoWorkload(Workload):
                 "white_games": match.games - match.black_games,
             }
         cfg = mcts.SearchConfig(playouts=r.num_readouts)
-        ours = mcts.network_evaluator(model)
-        screen = self._gnugo_match(ours, cfg, r.eval_games, first_opening=0)
+        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        screen = self._gnugo_match(state, cfg, r.eval_games, first_opening=0)
         out = {"win_rate": screen.win_rate, "screen_win_rate": screen.win_rate, "screen_games": screen.games}
         total = screen
         if r.confirm_games and self.spec.reached({"win_rate": screen.win_rate}):
-            confirmation = self._gnugo_match(ours, cfg, r.confirm_games, first_opening=r.eval_games // 2)
+            confirmation = self._gnugo_match(state, cfg, r.confirm_games, first_opening=r.eval_games // 2)
             out["win_rate"] = out["confirmation_win_rate"] = confirmation.win_rate
             total = screen + confirmation
         out["confirmation_games"] = total.games - screen.games
         model.train()
         return {**out, **_match_fields(total)}
 
-    def _gnugo_match(self, ours: mcts.Evaluator, cfg: mcts.SearchConfig, games: int, *, first_opening: int):
-        """``games`` games against GNU Go from openings ``first_opening``, ..., in parts of MATCH_PART games
-        (one GNU Go process per game of a part)."""
+    def _gnugo_match(self, state: dict, cfg: mcts.SearchConfig, games: int, *, first_opening: int):
+        """``games`` games against GNU Go from openings ``first_opening``, ..., split over the worker processes.
+
+        The games are cut into parts of MATCH_PART (one GNU Go process per game of a part) and each part into
+        one share per worker; all shares go to the pool at once, so one worker searches while the other's
+        opponents think. Game g of a part meets GNU Go seeded ``g`` whichever share plays it, so the games
+        do not depend on the number of workers."""
+        if self._pool is None:
+            raise RuntimeError("minigo: evaluation needs the worker pool that prepare() starts")
         r = self.recipe
-        result = arena.ArenaResult()
+        jobs = []
         for done in range(0, games, MATCH_PART):
-            result = result + arena.play_match(
-                ours,
-                games=min(MATCH_PART, games - done),
-                size=self.size,
-                komi=r.komi,
-                cfg=cfg,
-                opponent=arena.Opponent(level=r.opponent_level),
-                opening_moves=r.opening_moves,
-                first_opening=first_opening + done // 2,
-            )
+            part = min(MATCH_PART, games - done)
+            share = 2 * math.ceil(part / 2 / self.workers)  # even: each opening with both colours
+            for offset in range(0, part, share):
+                opponent = arena.Opponent(level=r.opponent_level, seed=offset)
+                opening = first_opening + (done + offset) // 2
+                jobs.append(
+                    (state, self.size, r.komi, min(share, part - offset), cfg, opponent, r.opening_moves, opening)
+                )
+        result = arena.ArenaResult()
+        for part in self._pool.map(_match_worker, jobs, chunksize=1):
+            result = result + part
         return result
 
 
@@ -424,14 +431,31 @@ def _ping(_: int) -> int:
     return 0
 
 
+def _worker_model(state: dict, size: int) -> torch.nn.Module:
+    model = mini_gonet(size)  # the mini scale's workers (the reference plays in the run's process)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def _match_worker(job: tuple) -> arena.ArenaResult:
+    state, size, komi, games, cfg, opponent, opening_moves, first_opening = job
+    return arena.play_match(
+        mcts.network_evaluator(_worker_model(state, size)),
+        games=games,
+        size=size,
+        komi=komi,
+        cfg=cfg,
+        opponent=opponent,
+        opening_moves=opening_moves,
+        first_opening=first_opening,
+    )
+
+
 def _self_play_worker(job: tuple) -> mcts.Games:
     state, size, komi, games, cfg, seed, temperature_moves = job
     torch.manual_seed(seed)
-    model = mini_gonet(size)  # the mini scale's workers (the reference plays in the run's process)
-    model.load_state_dict(state)
-    model.eval()
     return mcts.self_play(
-        mcts.network_evaluator(model),
+        mcts.network_evaluator(_worker_model(state, size)),
         games=games,
         size=size,
         komi=komi,
