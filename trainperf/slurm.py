@@ -92,7 +92,7 @@ def render(
         "set -euo pipefail",
         # read every line (no `head`): with pipefail, head closing the pipe early fails the job with SIGPIPE (141)
         'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
-        'first_node=${nodes%%$\'\\n\'*}',
+        "first_node=${nodes%%$'\\n'*}",
         f'export TRAINPERF_RDZV_ENDPOINT="$first_node:{port}"',
         f'export TRAINPERF_RDZV_ID="{DEFAULT_RDZV_ID}-$SLURM_JOB_ID"',
         f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote('exec ' + run + per_node)}",

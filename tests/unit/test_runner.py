@@ -437,7 +437,7 @@ def test_peak_memory_is_the_runs_own_not_its_parents():
     import sys
 
     ballast = bytearray(1536 * 2**20)  # 1.5 GiB, touched
-    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+    ballast[::4096] = b"x" * len(ballast[::4096])
     code = "from trainperf.harness.runner import _peak_rss_mib; print(_peak_rss_mib())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     del ballast

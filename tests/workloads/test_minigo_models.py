@@ -62,7 +62,7 @@ def test_search_batches_all_games_into_one_network_call():
     mcts.search(roots, counting, mcts.SearchConfig(playouts=8), np.random.default_rng(0))
     assert calls[0] == 6 and len(calls) == 1 + 8  # root expansion, then one batch per playout round
     assert all(c == 6 for c in calls)
-    assert all(r.n.sum() == 8 for r in roots)
+    assert all(sum(r.n) == r.visits == 8 for r in roots)
 
 
 def small_games(seed: int) -> mcts.Games:

@@ -108,17 +108,28 @@ class Position:
         return list(seen), libs
 
     def _liberty_table(self) -> list[int]:
-        """Per point: the liberty count of the group standing there (0 on empty points)."""
-        stones = self.stones
+        """Per point: the liberty count of the group standing there (0 on empty points); one flood fill per
+        group (the search's hottest rules code: written with plain lists, like ``legal_mask``)."""
+        stones, nb = self.stones, self.geo.neighbors
         libs = [0] * len(stones)
         done = [False] * len(stones)
-        for p, s in enumerate(stones):
-            if s == EMPTY or done[p]:
+        for p, color in enumerate(stones):
+            if color == EMPTY or done[p]:
                 continue
-            members, lib = self.group(p)
+            done[p] = True
+            members, lib, k = [p], set(), 0
+            while k < len(members):
+                for n in nb[members[k]]:
+                    s = stones[n]
+                    if s == EMPTY:
+                        lib.add(n)
+                    elif s == color and not done[n]:
+                        done[n] = True
+                        members.append(n)
+                k += 1
+            count = len(lib)
             for q in members:
-                libs[q] = len(lib)
-                done[q] = True
+                libs[q] = count
         return libs
 
     # --- legality -----------------------------------------------------------------------------------
@@ -150,17 +161,28 @@ class Position:
         return bad == 0 if len(diag) < 4 else bad <= 1
 
     def legal_mask(self, *, allow_eye_fill: bool = True) -> np.ndarray:
-        """Boolean mask over the N*N points of legal moves for the player to move (pass not included)."""
+        """Boolean mask over the N*N points of legal moves for the player to move (pass not included).
+
+        The same tests as ``is_legal`` and ``is_eye``, inlined: the search calls this once per new node."""
         libs = self._liberty_table()
-        stones, me = self.stones, self.to_play
-        mask = np.zeros(len(stones), dtype=bool)
+        stones, me, ko = self.stones, self.to_play, self.ko
+        nb, diagonals, them = self.geo.neighbors, self.geo.diagonals, opponent(self.to_play)
+        mask = [False] * len(stones)
         for p, s in enumerate(stones):
-            if s != EMPTY or p == self.ko:
+            if s != EMPTY or p == ko:
                 continue
-            if not allow_eye_fill and self.is_eye(p, me):
-                continue
-            mask[p] = self._not_suicide(p, libs)
-        return mask
+            around = nb[p]
+            if not allow_eye_fill and all(stones[n] == me for n in around):
+                diag = diagonals[p]
+                bad = sum(stones[d] == them for d in diag)
+                if (bad == 0) if len(diag) < 4 else (bad <= 1):
+                    continue  # its own one-point eye
+            for n in around:
+                t = stones[n]
+                if t == EMPTY or (libs[n] > 1 if t == me else libs[n] == 1):
+                    mask[p] = True  # a liberty, a friendly group that keeps one, or a capture
+                    break
+        return np.array(mask, dtype=bool)
 
     # --- playing ------------------------------------------------------------------------------------
     def play(self, p: int) -> None:

@@ -58,7 +58,11 @@ def network_evaluator(model: torch.nn.Module) -> Evaluator:
 
 
 class Node:
-    __slots__ = ("pos", "terminal", "moves", "prior", "n", "w", "children")
+    """A search node. The per-move statistics are Python lists: on a 5x5 board a node has about 20 moves,
+    where numpy's per-call overhead costs more than the arithmetic (select and backup are the search's
+    innermost loop)."""
+
+    __slots__ = ("pos", "terminal", "moves", "move_list", "prior", "n", "w", "visits", "children")
 
     def __init__(self, pos: Position, max_moves: int) -> None:
         self.pos = pos
@@ -72,9 +76,10 @@ class Node:
             moves = np.array([PASS])
         actions = np.where(moves == PASS, self.pos.size * self.pos.size, moves)
         p = priors[actions].astype(np.float64) + 1e-8
-        self.moves, self.prior = moves, p / p.sum()
-        self.n = np.zeros(len(moves))
-        self.w = np.zeros(len(moves))
+        self.moves, self.move_list, self.prior = moves, moves.tolist(), (p / p.sum()).tolist()
+        self.n = [0.0] * len(moves)
+        self.w = [0.0] * len(moves)
+        self.visits = 0  # sum(n), kept as playouts pass
 
     def terminal_value(self) -> float:
         """+1 when the player to move wins on the Tromp-Taylor score, else -1."""
@@ -82,15 +87,21 @@ class Node:
         return 1.0 if black_wins == (self.pos.to_play == BLACK) else -1.0
 
     def select(self, c_puct: float) -> int:
-        n = self.n
-        q = np.divide(self.w, n, out=np.zeros_like(self.w), where=n > 0)
-        return int(np.argmax(q + c_puct * self.prior * math.sqrt(n.sum() + 1) / (1 + n)))
+        """argmax over moves of Q + c_puct * P * sqrt(N + 1) / (1 + n) (Q = 0 for unvisited moves; the first
+        of equal scores)."""
+        s = math.sqrt(self.visits + 1)
+        best, best_i = -math.inf, 0
+        for i, (p, n, w) in enumerate(zip(self.prior, self.n, self.w, strict=True)):
+            v = (w / n if n > 0 else 0.0) + c_puct * p * s / (1 + n)
+            if v > best:
+                best, best_i = v, i
+        return best_i
 
     def child(self, i: int, max_moves: int) -> Node:
         node = self.children.get(i)
         if node is None:
             pos = self.pos.copy()
-            pos.play(int(self.moves[i]))
+            pos.play(self.move_list[i])
             node = self.children[i] = Node(pos, max_moves)
         return node
 
@@ -107,7 +118,7 @@ def search(roots: Sequence[Node], evaluate: Evaluator, cfg: SearchConfig, rng: n
         for r in roots:
             if len(r.moves) > 1:
                 noise = rng.dirichlet([cfg.dirichlet_alpha] * len(r.moves))
-                r.prior = (1 - cfg.noise_mix) * r.prior + cfg.noise_mix * noise
+                r.prior = ((1 - cfg.noise_mix) * np.asarray(r.prior) + cfg.noise_mix * noise).tolist()
     for _ in range(cfg.playouts):
         leaves, paths = [], []
         for root in roots:
@@ -133,6 +144,7 @@ def _backup(path: list[tuple[Node, int]], value: float) -> None:
         value = -value  # the leaf's value is for its player to move; its parent chose the move
         node.n[i] += 1
         node.w[i] += value
+        node.visits += 1
 
 
 def _max_moves(cfg: SearchConfig, size: int) -> int:
@@ -144,15 +156,16 @@ def visit_policy(node: Node) -> np.ndarray:
     size = node.pos.size
     pi = np.zeros(size * size + 1, dtype=np.float32)
     actions = np.where(node.moves == PASS, size * size, node.moves)
-    pi[actions] = node.n / max(node.n.sum(), 1)
+    pi[actions] = np.asarray(node.n) / max(node.visits, 1)
     return pi
 
 
 def choose(node: Node, rng: np.random.Generator | None, temperature: bool) -> int:
     """Index of the move to play: proportional to visits early in self-play, else the most visited."""
-    if temperature and rng is not None and node.n.sum() > 0:
-        return int(rng.choice(len(node.n), p=node.n / node.n.sum()))
-    return int(np.argmax(node.n))
+    n = np.asarray(node.n)
+    if temperature and rng is not None and node.visits > 0:
+        return int(rng.choice(len(n), p=n / n.sum()))
+    return int(np.argmax(n))
 
 
 @dataclass
