@@ -159,3 +159,31 @@ def _random_game_against_gnugo(size: int, seed: int) -> None:
 @pytest.mark.parametrize("size,seed", [(5, 1), (5, 2), (7, 3), (9, 4), (9, 5)])
 def test_random_games_match_gnugo_legality_captures_and_score(size, seed):
     _random_game_against_gnugo(size, seed)
+
+
+def _random_positions(size: int, count: int, seed: int) -> list[Position]:
+    """Positions along random games (captures, kos and eyes included), every few moves."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        pos = Position(size)
+        for _ in range(3 * size * size):
+            moves = [p for p in range(size * size) if pos.is_legal(p)]
+            if not moves or pos.game_over:
+                break
+            pos.play(int(rng.choice(moves)) if rng.random() > 0.05 else PASS)
+            if pos.ko != PASS or rng.random() < 0.2:  # every ko position: the mask must leave the ko point out
+                out.append(pos.copy())
+    return out[:count]
+
+
+@pytest.mark.parametrize("size", [5, 9])
+def test_the_legal_move_mask_agrees_with_the_rules_point_by_point(size):
+    """legal_mask inlines is_legal and is_eye for speed: it must say what they say on every point."""
+    positions = _random_positions(size, 200, seed=size)
+    assert any(pos.ko != PASS for pos in positions)
+    for pos in positions:
+        legal = [pos.is_legal(p) for p in range(size * size)]
+        assert pos.legal_mask().tolist() == legal
+        no_eyes = [ok and not pos.is_eye(p, pos.to_play) for p, ok in enumerate(legal)]
+        assert pos.legal_mask(allow_eye_fill=False).tolist() == no_eyes

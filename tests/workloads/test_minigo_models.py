@@ -206,3 +206,20 @@ def test_reference_dry_run_fails_ruleset_2_only_on_the_target(tmp_path):
     assert res.scale == "reference" and res.ruleset == "2.0.0"
     assert is_target_only_failure(res), res.problems
     assert '"min_selfplay_games_per_generation"' in log.read_text()
+
+
+def test_select_is_the_puct_formula():
+    """Node.select loops over Python lists for speed: the same choice as the PUCT formula over arrays (ties
+    to the first), on random statistics including unvisited moves."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        node = mcts.Node(Position(5), 75)
+        node.expand(rng.random(26).astype(np.float32))
+        k = len(node.moves)
+        n = rng.integers(0, 4, k).astype(np.float64) * (rng.random(k) < 0.7)
+        w = rng.uniform(-1, 1, k) * n
+        node.n, node.w, node.visits = n.tolist(), w.tolist(), int(n.sum())
+        prior = np.asarray(node.prior)
+        q = np.divide(w, n, out=np.zeros_like(w), where=n > 0)
+        expected = int(np.argmax(q + 1.5 * prior * np.sqrt(n.sum() + 1) / (1 + n)))
+        assert node.select(1.5) == expected
