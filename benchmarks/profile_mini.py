@@ -36,7 +36,7 @@ from trainperf.dist import DistContext
 from trainperf.harness.runner import seed_everything
 from trainperf.harness.torch_state import torch_state
 from trainperf.results import read_mllog
-from trainperf.spec import RunConfig
+from trainperf.spec import EPOCHS, SAMPLES, RunConfig
 
 
 def _ms(seconds: list[float]) -> str:
@@ -195,11 +195,14 @@ def main() -> int:
                 print("  top functions by cumulative time:")
                 for name, s in top:
                     print(f"    {s:6.2f} s  {name}")
-                per_epoch = statistics.median(step) * w.steps_per_epoch
-                print(
-                    f"an interval of {spec.eval_interval:g} {spec.unit}: training ~{per_epoch * spec.eval_interval:.1f} s "
-                    f"(median step x steps), evaluation {wall:.1f} s ({100 * wall / (wall + per_epoch * spec.eval_interval):.0f} %)"
-                )
+                interval = spec.interval(w.recipe)
+                steps = {EPOCHS: interval * w.steps_per_epoch, SAMPLES: interval / w.global_batch_size}.get(spec.unit)
+                if steps is not None:  # generations (minigo): a generation is self-play, not optimizer steps
+                    train = statistics.median(step) * steps
+                    print(
+                        f"an interval of {interval:g} {spec.unit} ({steps:g} steps): training ~{train:.1f} s "
+                        f"(median step x steps), evaluation {wall:.1f} s ({100 * wall / (wall + train):.0f} %)"
+                    )
         finally:
             w.close()
     return 0
