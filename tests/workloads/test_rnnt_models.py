@@ -123,3 +123,30 @@ def test_mini_recipe_keeps_each_utterance_s_features_across_epochs(data_dir):
     it2 = w2.train_batches()
     batches = [next(it2) for _ in range(4)]
     assert not w2.feature_cache and by_length(batches[:2]) != by_length(batches[2:])
+
+
+def test_mini_evaluations_compute_their_features_once(data_dir, monkeypatch):
+    """The evaluation's features are the same every time (same utterances, dither seeded at 0): the first
+    evaluation computes them, later ones decode the very same features without the featurizer."""
+    spec, recipe = registry.get_spec("rnnt", "mini"), registry.default_recipe("rnnt", "mini")
+    w = registry.workload_class("rnnt")(spec, recipe, RunConfig(seed=1), data_dir=data_dir, dist=DistContext())
+    w.prepare()
+    w.load_data()
+    w.eval = w.eval[:150]  # three batches
+    seen: list[torch.Tensor] = []
+
+    def decode(net, feats, lengths, **kwargs):
+        seen.append(feats.clone())
+        return [[] for _ in range(feats.shape[0])]  # nothing said: every word a deletion
+
+    monkeypatch.setattr("trainperf.workloads.rnnt.workload.greedy_decode", decode)
+    calls = []
+    featurizer = w.featurizer
+    w.featurizer = lambda *a, **k: calls.append(1) or featurizer(*a, **k)
+    m = w.build_model()
+    first = w.evaluate(m)
+    batches = len(calls)
+    second = w.evaluate(m)
+    assert batches >= 2 and len(calls) == batches  # none computed again
+    assert first == second == {"wer": 1.0}
+    assert all(torch.equal(a, b) for a, b in zip(seen[:batches], seen[batches:], strict=True))
