@@ -27,14 +27,14 @@ from trainperf.dist import DistContext
 from trainperf.harness.runner import seed_everything
 from trainperf.spec import RunConfig
 from trainperf.workloads.minigo import arena, mcts
+from trainperf.workloads.minigo.workload import worker_state
 
 
 def strength(w, model: torch.nn.Module, games: int, first_opening: int) -> arena.ArenaResult:
     """``games`` games of ``model`` against GNU Go, from openings ``first_opening``, ..."""
     model.eval()
     cfg = mcts.SearchConfig(playouts=w.recipe.num_readouts)
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    result = w._gnugo_match(state, cfg, games, first_opening=first_opening)
+    result = w._gnugo_match(worker_state(model), cfg, games, first_opening=first_opening)
     model.train()
     return result
 

@@ -252,7 +252,7 @@ class MiniGoWorkload(Workload):
         if self._pool is None:
             raise RuntimeError("minigo: self-play needs the worker pool that prepare() starts")
         r = self.recipe
-        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        state = worker_state(model)
         per = self._games_per_worker
         worker_seeds = [
             seeds.derive(self.config.seed, seeds.STREAM_SELF_PLAY, generation, w) for w in range(self.workers)
@@ -338,7 +338,7 @@ class MiniGoWorkload(Workload):
                 "white_games": match.games - match.black_games,
             }
         cfg = mcts.SearchConfig(playouts=r.num_readouts)
-        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        state = worker_state(model)
         screen = self._gnugo_match(state, cfg, r.eval_games, first_opening=0)
         out = {"win_rate": screen.win_rate, "screen_win_rate": screen.win_rate, "screen_games": screen.games}
         total = screen
@@ -429,6 +429,11 @@ def _init_worker() -> None:
 
 def _ping(_: int) -> int:
     return 0
+
+
+def worker_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The network's weights as the worker processes receive them (CPU tensors, no autograd)."""
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
 def _worker_model(state: dict, size: int) -> torch.nn.Module:
