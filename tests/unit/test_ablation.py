@@ -77,7 +77,7 @@ def test_a_switch_that_cannot_apply_is_skipped_and_a_failing_one_reported(worklo
         repeats=2,
         warmup_steps=1,
         prefetch=2,
-        only=("compile", "pin_memory", "ddp_bucket_mb", "prefetch"),
+        only=("compile", "pin_memory", "ddp_bucket_mb", "prefetch", "device_prefetch"),
     )
     data = to_json(a, device="cpu (test)", command="", threads=1)
     by_name = {c["name"]: c for c in data["configurations"]}
@@ -86,8 +86,32 @@ def test_a_switch_that_cannot_apply_is_skipped_and_a_failing_one_reported(worklo
     assert by_name["prefetch 2"]["status"] == "measured" and by_name["prefetch 2"]["speedup"] > 0
     skipped = {s["name"]: s["reason"] for s in data["skipped"]}
     assert "needs a CUDA device" in skipped["pin-memory"]
+    assert "needs a CUDA device" in skipped["device-prefetch"]
     assert "one process" in skipped["ddp-bucket"]
     check_ablation(json.loads(json.dumps(data)), "test")  # what the report accepts
+
+
+def test_mixed_precision_is_a_configuration_when_the_baseline_trains_in_fp32(workload):
+    a = run_ablation(workload, steps=1, repeats=2, warmup_steps=1, prefetch=2, only=("precision", "optimizer_impl"))
+    names = [m.config.name for m in a.measured]
+    assert names == ["baseline", "optimizer foreach", "optimizer fused", "bf16 autocast", "all"]
+    assert [m.autocast for m in a.measured] == ["fp32", "fp32", "fp32", "bf16", "bf16"]
+    assert a.by_name("all").config.flags() == "--precision bf16 --optimizer-impl fused"
+    # The step really ran under bf16 autocast: the model's output in those two configurations is bf16.
+    by_model = {}
+    for model, dtype in zip(map(id, ConvWorkload.seen["models"]), ConvWorkload.seen["dtypes"], strict=True):
+        by_model.setdefault(model, set()).add(dtype)
+    assert sorted(map(sorted, by_model.values())) == [["bfloat16"]] * 2 + [["float32"]] * 3
+    data = to_json(a, device="cpu (test)", command="", threads=1)
+    assert data["precision"] == "auto" and {c["name"]: c["autocast"] for c in data["configurations"]}["all"] == "bf16"
+
+
+def test_a_baseline_already_in_mixed_precision_skips_that_configuration(workload):
+    workload.config = RunConfig(seed=3, precision="bf16")
+    a = run_ablation(workload, steps=1, repeats=1, warmup_steps=0, prefetch=2, only=("precision",))
+    assert [m.config.name for m in a.measured] == ["baseline"] and a.by_name("baseline").autocast == "bf16"
+    assert "already trains in bf16 autocast" in a.skipped["mixed precision"]
+    assert "--precision fp32" in a.skipped["mixed precision"]
 
 
 def test_ablate_on_mini_resnet_writes_the_table_the_json_and_the_chart(tmp_path, data_dir, capsys):
@@ -141,3 +165,17 @@ def test_the_report_reads_an_ablation_file_as_untrusted_data(tmp_path):
     from trainperf.report.ablation import html_section
 
     assert "<script>" not in html_section([good]) and "&lt;script&gt;" in html_section([good])
+
+
+def test_ablate_synthetic_builds_a_reference_workload_without_its_data(tmp_path, capsys):
+    # bert's reference workload loads its checkpoint from the dataset's folder; --synthetic builds it as a dry run
+    # does (the full-size model, no data), so a machine without the dataset measures the step.
+    out = tmp_path / "out"
+    args = ["ablate", "bert", "--scale", "reference", "--synthetic", "--precision", "bf16", "--switches", "precision"]
+    args += ["--steps", "1", "--repeats", "1", "--warmup-steps", "0", "--set", "global_batch_size=1"]
+    assert main([*args, "--out", str(out), "--data-dir", str(tmp_path / "no-data")]) == 0
+    data = read_ablation(out / "ablation" / "bert-reference.json")
+    [baseline] = data["configurations"]
+    assert baseline["status"] == "measured" and baseline["autocast"] == "bf16" and data["precision"] == "bf16"
+    assert data["data"] == "synthetic batches (synthetic_batch)"
+    assert "already trains in bf16 autocast" in capsys.readouterr().out

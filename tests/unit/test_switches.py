@@ -52,6 +52,8 @@ class ConvWorkload(FakeWorkload):
     def loss(self, model, batch):
         ConvWorkload.seen.setdefault("models", []).append(model)
         ConvWorkload.seen.setdefault("inputs", []).append(batch[0])
+        out = model(batch[0])  # the model's output dtype: what autocast made of the step
+        ConvWorkload.seen.setdefault("dtypes", []).append(str(out.dtype).removeprefix("torch."))
         return super().loss(model, batch)
 
 
@@ -71,7 +73,7 @@ def test_each_switch_is_parsed_from_the_run_command_and_none_is_the_old_default(
     args = build_parser().parse_args(["run", "resnet"])
     assert sw.from_args(args) == Switches() and not Switches().any_on
     flags = ["--compile", "--channels-last", "--cuda-graphs", "--optimizer-impl", "fused", "--ddp-bucket-mb", "8.5"]
-    args = build_parser().parse_args(["run", "resnet", *flags, "--pin-memory", "--prefetch", "3"])
+    args = build_parser().parse_args(["run", "resnet", *flags, "--pin-memory", "--prefetch", "3", "--device-prefetch"])
     assert sw.from_args(args) == Switches(
         compile=True,
         channels_last=True,
@@ -80,6 +82,7 @@ def test_each_switch_is_parsed_from_the_run_command_and_none_is_the_old_default(
         ddp_bucket_mb=8.5,
         pin_memory=True,
         prefetch=3,
+        device_prefetch=True,
     )
     assert Switches(compile=True, prefetch=2).short() == "--compile --prefetch 2"
 
@@ -115,18 +118,21 @@ def test_gpu_switches_are_an_error_on_a_cpu_before_anything_runs(tmp_path):
         sw.check_device(Switches(cuda_graphs=True), "cpu")
     with pytest.raises(UsageError, match="--pin-memory needs a CUDA device"):
         sw.check_device(Switches(pin_memory=True), "cpu")
-    sw.check_device(Switches(cuda_graphs=True, pin_memory=True), "cuda")
+    with pytest.raises(UsageError, match="--device-prefetch needs a CUDA device"):
+        sw.check_device(Switches(device_prefetch=True), "cpu")
+    sw.check_device(Switches(cuda_graphs=True, pin_memory=True, device_prefetch=True), "cuda")
     if torch.cuda.is_available():
         return
-    r = subprocess.run(
-        [sys.executable, "-m", "trainperf", "run", "resnet", "--cuda-graphs", "--out", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "--cuda-graphs needs a CUDA device (this run is on cpu)" in r.stderr
-    assert not (tmp_path / "o" / "results").exists()
+    for flag in ("--cuda-graphs", "--device-prefetch"):
+        r = subprocess.run(
+            [sys.executable, "-m", "trainperf", "run", "resnet", flag, "--out", str(tmp_path / "o")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"{flag} needs a CUDA device (this run is on cpu)" in r.stderr
+        assert not (tmp_path / "o" / "results").exists()
 
 
 # --- logged and applied -----------------------------------------------------------------------------------
@@ -306,6 +312,78 @@ def test_the_prefetcher_reads_ahead_in_order_raises_the_source_error_and_stops_w
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() == before  # the dropped prefetcher's thread ended
+
+
+class RecordingCopies:
+    """The CUDA side of the device prefetcher, recorded: which batch's copy starts, and which is handed over."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def issue(self, batch):
+        self.events.append(("copy", batch))
+        return f"on-device {batch}", f"event {batch}"
+
+    def ready(self, moved, event):
+        self.events.append(("wait", event))
+        return moved
+
+
+def test_the_device_prefetcher_copies_the_next_batch_while_the_step_uses_this_one():
+    events = []
+
+    def source():
+        for i in range(3):
+            events.append(("read", i))
+            yield i
+        raise ValueError("bad record 3")
+
+    copier = sw.DeviceCopier(source(), RecordingCopies(events))
+    assert events == [("read", 0), ("copy", 0)]  # the first copy starts before the first step asks
+    got = []
+    for _ in range(3):
+        got.append(next(copier))
+        events.append(("step", got[-1]))
+    assert got == ["on-device 0", "on-device 1", "on-device 2"]
+    # Each batch is waited for (on the GPU) before the step gets it, and the next one's copy is already started
+    # when the step runs: copy k+1 overlaps step k.
+    assert events == [
+        ("read", 0), ("copy", 0),
+        ("wait", "event 0"), ("read", 1), ("copy", 1), ("step", "on-device 0"),
+        ("wait", "event 1"), ("read", 2), ("copy", 2), ("step", "on-device 1"),
+        ("wait", "event 2"), ("step", "on-device 2"),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="bad record 3"):  # the source's error, at the item where it happened
+        next(copier)
+    with pytest.raises(StopIteration):
+        next(copier)
+
+
+def test_the_device_prefetcher_is_last_on_the_data_path_and_closes_what_it_reads(monkeypatch):
+    closed = []
+
+    class Source:
+        def __init__(self):
+            self.items = iter([torch.zeros(1, 3, 4, 4)])
+
+        def __next__(self):
+            return next(self.items)
+
+        def close(self):
+            closed.append(True)
+
+    events = []
+    monkeypatch.setattr(sw, "CudaCopies", lambda device: RecordingCopies(events))
+    path = sw.data_path(iter([torch.zeros(2, 3, 4, 4)]), Switches(channels_last=True, prefetch=1, device_prefetch=True),
+                        torch.device("cuda", 0))  # fmt: skip
+    assert isinstance(path, sw.DeviceCopier)
+    ((kind, batch),) = [e for e in events if e[0] == "copy"]
+    assert batch.is_contiguous(memory_format=torch.channels_last)  # the layout was changed before the copy
+    copier = sw.DeviceCopier(Source(), RecordingCopies([]))
+    copier.close()
+    assert closed == [True]
+    with pytest.raises(UsageError, match="--device-prefetch needs a CUDA device"):
+        sw.data_path(iter([]), Switches(device_prefetch=True), torch.device("cpu"))
 
 
 def test_ddp_gets_the_bucket_size(monkeypatch):

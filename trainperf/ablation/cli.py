@@ -67,7 +67,12 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     dist = dist_mod.DistContext(device=_device())
     threads = args.threads or max(1, os.cpu_count() or 1)
     check_batch(cls, spec, recipe, dist)
-    config = RunConfig(seed=args.seed, overrides=overrides)
+    from trainperf.harness import precision as precision_mod
+
+    precision_mod.resolve(args.precision, scale=args.scale, device=dist.device)  # fp16 on a CPU stops here
+    # --synthetic reads no data: the workload is built as for a dry run (no dataset, no reference checkpoint;
+    # the CPU-sized shapes of a reference dry run on a CPU, the full ones on a GPU).
+    config = RunConfig(seed=args.seed, overrides=overrides, precision=args.precision, dry_run=args.synthetic)
     with torch_state(cls.TORCH_STATE):
         torch.set_num_threads(threads)
         workload = cls(spec, recipe, config, data_dir=args.data_dir, dist=dist)
@@ -111,7 +116,9 @@ def _only(text: str | None) -> tuple[str, ...]:
 
     if not text:
         return ()
-    names = {flag.removeprefix("--"): name for name, flag in FLAGS.items()}
+    from trainperf.ablation.measure import PRECISION
+
+    names = {flag.removeprefix("--"): name for name, flag in FLAGS.items()} | {"precision": PRECISION}
     chosen = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in chosen if t not in names]
     if unknown or not chosen:
@@ -202,8 +209,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="measure the optimization switches: throughput with each alone and all together, as speed-ups",
         description="Training throughput (samples/s of optimizer steps: the workload's own batches, loss, optimizer "
         "and the harness's step) of the baseline, of each optimization switch alone (--compile, --channels-last, "
-        "--cuda-graphs, --optimizer-impl foreach and fused, --pin-memory, --prefetch; --ddp-bucket-mb needs several "
-        "processes) and of all that apply together. The configurations live side by side in one process and are "
+        "--cuda-graphs, --optimizer-impl foreach and fused, --pin-memory, --prefetch, --device-prefetch; --ddp-bucket-mb "
+        "needs several "
+        "processes), of mixed precision when the baseline trains in fp32 (--precision), and of all that apply together. The configurations live side by side in one process and are "
         "timed round-robin, repeat after repeat, so a noisy machine slows them alike; each one's throughput is the "
         "median of its repeats. Compile time is reported apart. A switch this device or workload cannot use is "
         "listed as skipped with the reason. Writes OUT/ablation/BENCHMARK-SCALE.json and a bar chart beside it; "
@@ -231,13 +239,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=None,
         metavar="LIST",
         help="measure only these switches, comma-separated (compile, channels-last, cuda-graphs, optimizer-impl, "
-        "ddp-bucket-mb, pin-memory, prefetch); default: all",
+        "ddp-bucket-mb, pin-memory, prefetch, device-prefetch, precision: mixed precision); default: all",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16", "fp16"),
+        default="auto",
+        help="autocast of the baseline and of every configuration, as for run (default auto: fp32 at the mini scale "
+        "and on CPUs, bf16 for the reference scale on a GPU). When it is fp32, mixed precision (bf16 autocast; "
+        "fp16 with the loss scaler on a GPU without bf16) is measured as one more configuration and is part of "
+        "'all'",
     )
     p.add_argument(
         "--synthetic",
         action="store_true",
         help="train on the workload's synthetic batch, repeated (no data needed: a reference scale without its "
-        "dataset, or minigo); default: its real train_batches",
+        "dataset, or minigo); the workload is built as for a dry run: no reference checkpoint, on a CPU the reference "
+        "dry run's smaller shapes (bert's 128-token sequences, unet3d's patch), and dlrm's tables cut short on any "
+        "device. Default: its real train_batches",
     )
     p.add_argument(
         "--seed", type=int, default=1, help="seed of the weights and batches, the same in every configuration"

@@ -28,6 +28,7 @@ from trainperf.harness import switches as sw
 from trainperf.harness.switches import Switches
 
 BASELINE, ALL = "baseline", "all"
+PRECISION = "precision"  # the mixed-precision configuration's "switch": --precision, not one of the switches
 FORMAT = "trainperf ablation"  # the JSON's "format"; VERSION its layout
 VERSION = 1
 
@@ -36,6 +37,14 @@ VERSION = 1
 class Configuration:
     name: str  # baseline, compile, channels-last, ..., all
     switches: Switches
+    precision: str | None = None  # autocast of the step (fp32, bf16, fp16); None: the baseline's
+
+    def flags(self) -> str:
+        """The configuration as command-line flags ("baseline" when nothing is on)."""
+        text = self.switches.short()
+        if self.precision is None:
+            return text
+        return f"--precision {self.precision}" + ("" if text == "baseline" else f" {text}")
 
 
 def single_switch_configurations(prefetch: int) -> list[Configuration]:
@@ -49,19 +58,39 @@ def single_switch_configurations(prefetch: int) -> list[Configuration]:
         Configuration("ddp-bucket", Switches(ddp_bucket_mb=1.0)),
         Configuration("pin-memory", Switches(pin_memory=True)),
         Configuration(f"prefetch {prefetch}", Switches(prefetch=prefetch)),
+        Configuration("device-prefetch", Switches(device_prefetch=True)),
     ]
 
 
+def mixed_precision_configuration(
+    baseline_autocast: str, device_type: str, bf16_ok: bool
+) -> tuple[Configuration | None, str]:
+    """The mixed-precision configuration for a baseline that trains in fp32: bf16 autocast (fp16 with the loss
+    scaler on a GPU without bf16); or None and why, when the baseline already trains in mixed precision."""
+    if baseline_autocast != "fp32":
+        return None, (
+            f"the baseline already trains in {baseline_autocast} autocast (its --precision); ablate with "
+            "--precision fp32 to measure mixed precision against fp32"
+        )
+    autocast = "bf16" if device_type != "cuda" or bf16_ok else "fp16"
+    return Configuration(f"{autocast} autocast", Switches(), precision=autocast), ""
+
+
 def switch_of(config: Configuration) -> str:
-    """The one switch a single-switch configuration turns on."""
+    """The one switch a single-switch configuration turns on (``precision`` for mixed precision)."""
+    if config.precision is not None:
+        return PRECISION
     on = [n for n in sw.NAMES if getattr(config.switches, n) != getattr(Switches(), n)]
     return on[0] if on else ""
 
 
-def all_together(alone: list[Configuration]) -> Switches:
-    """Every switch of the configurations that applied, in one; fused kernels win over foreach ones."""
+def all_together(alone: list[Configuration]) -> Configuration:
+    """Every switch of the configurations that applied, in one, with their mixed precision; fused kernels win
+    over foreach ones."""
     merged: dict[str, Any] = {}
+    precision = None
     for c in alone:
+        precision = c.precision or precision
         for name in sw.NAMES:
             value = getattr(c.switches, name)
             if value == getattr(Switches(), name):
@@ -69,7 +98,7 @@ def all_together(alone: list[Configuration]) -> Switches:
             if name == sw.OPTIMIZER_IMPL and merged.get(name) == "fused":
                 continue
             merged[name] = value
-    return Switches(**merged)
+    return Configuration(ALL, Switches(**merged), precision=precision)
 
 
 def interleaved_order(names: list[str], repeats: int) -> list[tuple[int, str]]:
@@ -91,6 +120,7 @@ class Measured:
     repeat_of: list[int] = field(default_factory=list)  # the repeat each measurement belongs to
     warmup_seconds: float | None = None
     optimizer: str = ""
+    autocast: str = ""  # what the step ran: fp32, bf16 or fp16
     error: str = ""
 
     @property
@@ -114,12 +144,13 @@ class _Trainer:
         model = self.applied.placed(w.parallelize(self.applied.model(w.build_model())))
         optimizer, scheduler = w.build_optimizer(model)
         self.applied.optimizer(optimizer, model)
-        autocast = precision_mod.resolve(w.config.precision, scale=w.spec.scale, device=w.device)
+        autocast = precision_mod.resolve(config.precision or w.config.precision, scale=w.spec.scale, device=w.device)
+        self.autocast = autocast
         self.stepper = Stepper(
             model, w, optimizer, scheduler, RunObserver(), None, precision_mod.Precision(autocast, w.device.type)
         )
         self.stepper.step_begin = self.applied.step_begin()
-        self.batches = self.applied.batches(batches())
+        self.batches = self.applied.batches(batches(), w.device)
         self.accumulation = w.recipe.gradient_accumulation_steps
         self.device = w.device
         model.train()
@@ -165,6 +196,7 @@ class Ablation:
     skipped: dict[str, str]  # configuration -> why it was not measured
     order: list[tuple[int, str]]
     baseline_switches: Switches = field(default_factory=Switches)
+    precision: str = "auto"  # the baseline's --precision
 
     def by_name(self, name: str) -> Measured | None:
         return next((m for m in self.measured if m.config.name == name), None)
@@ -212,7 +244,8 @@ def run_ablation(
     progress: Callable[[str], None] | None = None,
 ) -> Ablation:
     """Measure every configuration on ``workload`` (prepared and loaded; one process); ``only``: the switches to
-    measure (names as in :mod:`trainperf.harness.switches`; default every one)."""
+    measure (names as in :mod:`trainperf.harness.switches`, and ``precision``; default every one). The baseline
+    trains in the workload's ``config.precision``; when that is fp32, mixed precision is one more configuration."""
     say = progress or (lambda _text: None)
     w = workload
     if synthetic:
@@ -248,11 +281,17 @@ def run_ablation(
             return False
         trainers[config.name] = trainer
         m.optimizer = trainer.applied.optimizer_used
+        m.autocast = trainer.autocast
         return True
 
     setup(Configuration(BASELINE, Switches()))
     alone = []
-    for config in single_switch_configurations(prefetch):
+    baseline = results[BASELINE]
+    mixed, why_not = (None, "") if baseline.error else _mixed(baseline.autocast, w.device)
+    candidates = single_switch_configurations(prefetch) + ([mixed] if mixed else [])
+    if why_not and (not only or PRECISION in only):
+        skipped["mixed precision"] = why_not
+    for config in candidates:
         own = switch_of(config)
         if only and own not in only:
             continue
@@ -261,7 +300,7 @@ def run_ablation(
         elif setup(config):
             alone.append(config)
     if len(alone) >= 2:
-        setup(Configuration(ALL, all_together(alone)))
+        setup(all_together(alone))
     names = [name for name in results if name in trainers]
     for name in names:  # the warm-up: compilation happens here
         say(f"warming up {name} ({warmup_steps} steps)")
@@ -289,7 +328,17 @@ def run_ablation(
         measured=list(results.values()),
         skipped=skipped,
         order=order,
+        precision=w.config.precision,
     )
+
+
+def _mixed(baseline_autocast: str, device: Any) -> tuple[Configuration | None, str]:
+    bf16_ok = True
+    if device.type == "cuda":
+        import torch
+
+        bf16_ok = torch.cuda.is_bf16_supported()
+    return mixed_precision_configuration(baseline_autocast, device.type, bf16_ok)
 
 
 def _timed(m: Measured, trainers: dict[str, _Trainer], fn: Callable[[_Trainer], float], warmup: bool = False):
@@ -321,8 +370,9 @@ def to_json(a: Ablation, *, device: str, command: str, threads: int) -> dict[str
         configs.append(
             {
                 "name": m.config.name,
-                "flags": m.config.switches.short(),
+                "flags": m.config.flags(),
                 "switches": dataclasses.asdict(m.config.switches),
+                "autocast": m.autocast,
                 "status": "failed" if m.error else "measured",
                 "error": m.error,
                 "samples_per_second": [round(v, 4) for v in m.samples_per_second],
@@ -353,6 +403,7 @@ def to_json(a: Ablation, *, device: str, command: str, threads: int) -> dict[str
         "steps": a.steps,
         "repeats": a.repeats,
         "warmup_steps": a.warmup_steps,
+        "precision": a.precision,
         "configurations": configs,
         "skipped": [{"name": k, "reason": v} for k, v in a.skipped.items()],
         "order": [[r, name] for r, name in a.order],

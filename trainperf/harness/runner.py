@@ -387,8 +387,9 @@ class _Run:
 
     def _batches(self) -> Iterator[Any]:
         if self.config.dry_run:
-            return self.switches.batches(itertools.repeat(self.w.synthetic_batch()))
-        return self.switches.batches(iter(self.w.train_batches()))  # --channels-last, --pin-memory, --prefetch
+            return self.switches.batches(itertools.repeat(self.w.synthetic_batch()), self.w.device)
+        # --channels-last, --pin-memory, --prefetch, --device-prefetch
+        return self.switches.batches(iter(self.w.train_batches()), self.w.device)
 
     def _evaluate(self, model: torch.nn.Module, point: float, wall0: float) -> dict[str, float]:
         spec, log = self.spec, self.log

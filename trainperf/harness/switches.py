@@ -24,13 +24,16 @@ switch              log key                         what the harness does
 ``--pin-memory``    ``trainperf_pin_memory``        input batches in page-locked memory (faster, asynchronous
                                                     copies to the GPU): CUDA only
 ``--prefetch N``    ``trainperf_prefetch``          a background thread reads N batches ahead of the step
+``--device-prefetch`` ``trainperf_device_prefetch`` each batch copied to the GPU one step ahead, on a side CUDA
+                                                    stream, so the step finds its data on the device and the
+                                                    copy overlaps the step before it: CUDA only
 =================== =============================== ===========================================================
 
 A switch that cannot apply to a workload (a model without convolutions and channels-last; an optimizer with
 neither foreach nor fused kernels; DDP's bucket in one process) is left off and the reason logged in
 ``trainperf_switches_ignored``; a workload may declare such reasons itself
-(``Workload.SWITCHES_NOT_APPLICABLE``). A switch the device cannot run (``--cuda-graphs`` or ``--pin-memory``
-on a CPU) is an error before anything runs.
+(``Workload.SWITCHES_NOT_APPLICABLE``). A switch the device cannot run (``--cuda-graphs``, ``--pin-memory`` or
+``--device-prefetch`` on a CPU) is an error before anything runs.
 
 This module is torch-free at import time (``trainperf list`` and ``--help`` stay instant); the functions that
 apply the switches import torch when called.
@@ -58,7 +61,8 @@ MAX_BUCKET_MB = 65536.0  # 64 GiB: larger than any model trainperf trains
 # The switches' names as the ablation and `trainperf_switches_ignored` name them.
 COMPILE, CHANNELS_LAST, CUDA_GRAPHS = "compile", "channels_last", "cuda_graphs"
 OPTIMIZER_IMPL, DDP_BUCKET_MB, PIN_MEMORY, PREFETCH = "optimizer_impl", "ddp_bucket_mb", "pin_memory", "prefetch"
-NAMES = (COMPILE, CHANNELS_LAST, CUDA_GRAPHS, OPTIMIZER_IMPL, DDP_BUCKET_MB, PIN_MEMORY, PREFETCH)
+DEVICE_PREFETCH = "device_prefetch"
+NAMES = (COMPILE, CHANNELS_LAST, CUDA_GRAPHS, OPTIMIZER_IMPL, DDP_BUCKET_MB, PIN_MEMORY, PREFETCH, DEVICE_PREFETCH)
 FLAGS = {
     COMPILE: "--compile",
     CHANNELS_LAST: "--channels-last",
@@ -67,6 +71,7 @@ FLAGS = {
     DDP_BUCKET_MB: "--ddp-bucket-mb",
     PIN_MEMORY: "--pin-memory",
     PREFETCH: "--prefetch",
+    DEVICE_PREFETCH: "--device-prefetch",
 }
 LOG_KEYS = {name: f"trainperf_{name}" for name in NAMES}  # what was asked
 OPTIMIZER_IMPL_USED = "trainperf_optimizer_impl_used"  # what the optimizer ran
@@ -84,6 +89,7 @@ class Switches:
     ddp_bucket_mb: float | None = None  # None: DDP's default (25 MiB)
     pin_memory: bool = False
     prefetch: int = 0  # batches read ahead by a background thread; 0: none
+    device_prefetch: bool = False  # each batch copied to the GPU one step ahead, on a side stream
 
     def __post_init__(self) -> None:
         check_values(self)
@@ -143,6 +149,12 @@ def check_device(s: Switches, device_type: str) -> None:
             f"--pin-memory needs a CUDA device (this run is on {device_type}): page-locked memory speeds copies from "
             "the host to a GPU, and there is no copy on a CPU; leave it off here"
         )
+    if s.device_prefetch:
+        raise UsageError(
+            f"--device-prefetch needs a CUDA device (this run is on {device_type}): it copies each batch to the GPU "
+            "on a side CUDA stream, and on a CPU the batches are already where the step runs; leave it off here "
+            "(--prefetch N reads batches ahead on any device)"
+        )
 
 
 def device_reasons(device_type: str) -> dict[str, str]:
@@ -152,6 +164,7 @@ def device_reasons(device_type: str) -> dict[str, str]:
     return {
         CUDA_GRAPHS: f"needs a CUDA device (this is {device_type})",
         PIN_MEMORY: f"needs a CUDA device (this is {device_type}): no host-to-device copy",
+        DEVICE_PREFETCH: f"needs a CUDA device (this is {device_type}): no host-to-device copy",
     }
 
 
@@ -294,15 +307,92 @@ def _produce(source: Iterator[Any], q: queue.Queue, stop: threading.Event) -> No
     put(Prefetcher._DONE)
 
 
-def data_path(batches: Iterator[Any], s: Switches) -> Iterator[Any]:
+class CudaCopies:
+    """Copies of batches to one CUDA device on a side stream, and the hand-over to the stream the step runs on."""
+
+    def __init__(self, device: torch.device) -> None:
+        import torch
+
+        self.device = device
+        self.stream = torch.cuda.Stream(device=device)
+
+    def issue(self, batch: Any) -> tuple[Any, Any]:
+        """Start the copies of every tensor of ``batch`` (asynchronous from pinned memory); (copies, their event)."""
+        import torch
+
+        with torch.cuda.stream(self.stream):
+            moved = map_tensors(batch, lambda t: t.to(self.device, non_blocking=True))
+            event = torch.cuda.Event()
+            event.record(self.stream)
+        return moved, event
+
+    def ready(self, moved: Any, event: Any) -> Any:
+        """The copies, usable on the current stream: it waits for them on the GPU (the host does not wait), and
+        the caching allocator is told the current stream uses them (so their memory is not reused too early)."""
+        import torch
+
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(event)
+        map_tensors(moved, lambda t: t.record_stream(current) if t.device.type == "cuda" else t)
+        return moved
+
+
+class DeviceCopier:
+    """An iterator of batches already on the device: batch k+1's copy is started when batch k is handed over,
+    so it runs while step k computes (the data prefetcher of NVIDIA's reference ResNet training, for any batch
+    made of tensors, tuples, lists and dicts). ``copies``: an object with ``issue(batch) -> (copies, event)``
+    and ``ready(copies, event) -> batch``, :class:`CudaCopies` for a GPU. An error of the source is raised at the
+    item where it happened. Written here because torch has no device-side prefetcher for an arbitrary iterator
+    (its DataLoader pins memory but leaves the copy to the step)."""
+
+    def __init__(self, source: Iterator[Any], copies: Any) -> None:
+        self._source = source
+        self._copies = copies
+        self._next = self._issue()
+
+    def _issue(self) -> Any:
+        try:
+            batch = next(self._source)
+        except StopIteration:
+            return None
+        except Exception as e:  # raised to the consumer when this item is due
+            return _Failure(e)
+        return self._copies.issue(batch)
+
+    def __iter__(self) -> DeviceCopier:
+        return self
+
+    def __next__(self) -> Any:
+        item = self._next
+        if item is None:
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self._next = None
+            raise item.error
+        batch = self._copies.ready(*item)
+        self._next = self._issue()  # the next copy overlaps this step
+        return batch
+
+    def close(self) -> None:
+        self._next = None
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+
+def data_path(batches: Iterator[Any], s: Switches, device: torch.device | None = None) -> Iterator[Any]:
     """The run's batches with the data-path switches applied: layout and pinning per batch (in the prefetch
-    thread when there is one), then the read-ahead."""
+    thread when there is one), then the read-ahead, then the copy to the device one step ahead."""
     if s.channels_last:
         batches = map(channels_last_batch, batches)
     if s.pin_memory:
         batches = map(pinned_batch, batches)
     if s.prefetch:
         batches = Prefetcher(iter(batches), s.prefetch)
+    if s.device_prefetch:
+        if device is None or device.type != "cuda":
+            raise UsageError(f"--device-prefetch needs a CUDA device, not {device}")
+        batches = DeviceCopier(iter(batches), CudaCopies(device))
     return batches
 
 
@@ -461,8 +551,8 @@ class Applied:
         if why:
             self._ignore({OPTIMIZER_IMPL: why})
 
-    def batches(self, batches: Iterator[Any]) -> Iterator[Any]:
-        return data_path(batches, self.effective)
+    def batches(self, batches: Iterator[Any], device: torch.device | None = None) -> Iterator[Any]:
+        return data_path(batches, self.effective, device)
 
     def step_begin(self) -> Callable[[], None] | None:
         """What the step calls first: CUDA graph trees must be told where a training step begins."""
@@ -523,6 +613,13 @@ def add_arguments(parser: Any, *, prefetch_default: int = 0) -> None:
         "error on a CPU",
     )
     g.add_argument(
+        "--device-prefetch",
+        action="store_true",
+        help="copy each batch to the GPU one step ahead, on a side CUDA stream, so the copy overlaps the step "
+        "before it and the step finds its data on the device (with --pin-memory the copies are asynchronous). "
+        "CUDA only: an error on a CPU",
+    )
+    g.add_argument(
         "--prefetch",
         type=_count,
         default=prefetch_default,
@@ -542,6 +639,7 @@ def from_args(args: Any) -> Switches:
         ddp_bucket_mb=args.ddp_bucket_mb,
         pin_memory=args.pin_memory,
         prefetch=args.prefetch,
+        device_prefetch=args.device_prefetch,
     )
 
 

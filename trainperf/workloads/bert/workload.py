@@ -31,9 +31,10 @@ FLAVOURS = {
 # evaluation set; its training examples are counted from the shards by a real run (a dry run logs 0, not a guess);
 # the mini corpus's.
 DATASET_SIZES = {"reference": (0, 10_000), "mini": (125_492, mini.EVAL_EXAMPLES)}
-# A dry run's synthetic batch: the reference layout at a CPU-sized sequence (the reference's is 512 tokens, 76
-# predictions); the model is full size.
+# A dry run's synthetic batch: the reference layout at a CPU-sized sequence on a CPU, at the reference's own
+# 512 tokens and 76 predictions on a GPU (what a throughput measurement there must use); the model is full size.
 SYNTHETIC_SHAPE = {"reference": (128, 20), "mini": (mini.MASKING.max_seq_length, mini.MASKING.max_predictions)}
+REFERENCE_GPU_SHAPE = (512, 76)
 EVAL_BATCH = 500
 
 
@@ -122,7 +123,10 @@ class BertWorkload(Workload):
     # --- training data ---------------------------------------------------------------------------------
     def synthetic_batch(self) -> dict[str, torch.Tensor]:
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
-        n, (seq, npred) = self.local_batch_size, SYNTHETIC_SHAPE[self.spec.scale]
+        shape = SYNTHETIC_SHAPE[self.spec.scale]
+        if self.spec.scale == "reference" and self.device.type == "cuda":
+            shape = REFERENCE_GPU_SHAPE
+        n, (seq, npred) = self.local_batch_size, shape
         vocab = self.model_config.vocab_size
         positions = torch.stack([torch.randperm(seq - 1, generator=g)[:npred] + 1 for _ in range(n)]).sort(1).values
         return {

@@ -49,7 +49,7 @@ class MiniGoWorkload(Workload):
     # Each generation's batches come from self-play (generation_batches), not from one iterator of the harness.
     SWITCHES_NOT_APPLICABLE = {
         name: "minigo's batches come from each generation's self-play, which the harness does not read"
-        for name in ("channels_last", "pin_memory", "prefetch")
+        for name in ("channels_last", "pin_memory", "prefetch", "device_prefetch")
     }
     BATCH_FIELD = "train_batch_size"
     DRY_RUN_LOCAL_BATCH = 4  # a reference dry run trains the full-size network on 4 synthetic positions a step
