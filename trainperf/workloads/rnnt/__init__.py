@@ -113,12 +113,15 @@ MINI = BenchmarkSpec(
     model="MiniRNNT: the reference's code, encoder LSTM 1x192, stacking x2, LSTM 1x192; prediction 96; joint 128; 38 classes (897,286 parameters)",
     dataset="spoken commands synthesized with espeak-ng and flite in LibriSpeech layout (2,880 train / 400 eval utterances, eval voices unseen)",
     metric="wer",
-    target=0.15,  # calibrated: 9 of 10 seeds, median 120 s (README.md); guesser 0.605, untrained 42.5
+    target=0.15,  # calibrated (README.md); guesser 0.605, untrained 42.5
     higher_is_better=False,
     runs_required=10,
     runs_dropped=1,
     unit=EPOCHS,
     eval_interval=1.0,
+    # In the 10 calibration seeds every WER through epoch 6 was 0.339 or more (26 SE above the target) and the
+    # first to reach it came at epoch 8 (README.md); each earlier evaluation only cost time: the first is at 7.
+    first_eval=7.0,
     max_progress=25.0,
     max_minutes=4.0,
     hparam_keys=LAMB_KEYS,
