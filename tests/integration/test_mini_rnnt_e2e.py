@@ -32,9 +32,11 @@ def test_mini_rnnt_reaches_target_and_passes_the_checker(tmp_path, data_dir):
     [log] = list((out / "results").rglob("result_0.txt"))
     run = parse_run(log)
     assert run.status == "success"
-    # WER: lower is better; the run starts far above the target (guessers score 0.605) and stops at it
+    # WER: lower is better; the first evaluation, at epoch 7 (the spec's first_eval), is still far above the
+    # target (this seed: 0.360, 29 SE) and the run stops at the first evaluation that reaches it
+    assert [epoch for _, epoch, _ in run.curve] == [7.0, 8.0, 9.0]
     assert run.curve[-1][2] <= target and all(q > target for _, _, q in run.curve[:-1])
-    assert run.curve[0][2] > 0.5
+    assert run.curve[0][2] > 0.3
     first = first_values(read_mllog(log))
     assert (first["train_samples"], first["eval_samples"]) == (2880, 400)
     assert first["opt_name"] == "lamb" and first["data_spec_augment_freq_n"] == 0
