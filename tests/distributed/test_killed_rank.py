@@ -80,7 +80,7 @@ def test_a_killed_rank_ends_the_job_and_keeps_earlier_results(tmp_path, data_dir
             job.wait()
     text = output.decode(errors="replace")
     assert ended < END_WITHIN_S, text[-3000:]
-    assert job.returncode == 1  # torchrun's exit code for a failed job
+    assert job.returncode == 1, text[-3000:]  # torchrun's exit code for a failed job
     assert not psutil.pid_exists(victim.pid) or victim.status() == psutil.STATUS_ZOMBIE
     assert "rank 0 of 2: " in text and "earlier results stay" in text, text[-3000:]  # the survivor's clear error
     assert "rank 1 of the torchrun job was ended by SIGKILL" in text and "Traceback" not in text, text[-3000:]
