@@ -7,7 +7,12 @@ a signal (killed, out of memory) gets one sentence naming it. ``python -m trainp
 
 from __future__ import annotations
 
+import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 
 def main(argv: list[str]) -> int:
@@ -17,7 +22,7 @@ def main(argv: list[str]) -> int:
     try:
         run(parse_args(argv))
     except ChildFailedError as e:
-        rank, failure = e.get_first_failure()
+        rank, failure = _cause(e)
         if failure.exitcode > 0:
             return failure.exitcode  # the rank printed its own error (or the results, when runs failed)
         print(
@@ -30,6 +35,23 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _cause(e: ChildFailedError) -> tuple[int, ProcessFailure]:
+    """The failure that ended the job: torchrun's first failure, unless a rank was killed in that same moment.
+
+    torchrun stamps a failure in whole seconds when a poll sees it and takes the first seen on a tie, in rank
+    order within one poll. A rank killed by a signal (SIGKILL, out of memory) makes its peers fail their next
+    collective and exit with their own error (``ProcessGroupFailed``); when one poll sees both, torchrun's
+    "first" is the survivor. The ranks torchrun then stops itself are kept too: with its closing SIGTERM, or a
+    SIGKILL at least 30 s later when one did not stop, so neither of those is taken for the cause.
+    """
+    rank, first = e.get_first_failure()
+    closing = -int(signal.SIGTERM)
+    for r, f in e.failures.items():
+        if f.exitcode < 0 and f.exitcode != closing and f.timestamp <= first.timestamp:
+            return r, f
+    return rank, first
 
 
 if __name__ == "__main__":
