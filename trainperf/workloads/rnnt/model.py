@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainperf.workloads.rnnt.transducer import relu_dropout_sum
+
 
 @dataclass(frozen=True, kw_only=True)
 class RNNTConfig:
@@ -100,7 +102,10 @@ class RNNT(nn.Module):
 
     def joint(self, f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """(B, T, H_enc) and (B, U, H_pred) -> logits (B, T, U, classes)."""
-        return self.joint_net(self.joint_enc(f).unsqueeze(2) + self.joint_pred(g).unsqueeze(1))
+        f, g = self.joint_enc(f), self.joint_pred(g)
+        if self.training and f.device.type == "cpu":  # the same ReLU and dropout, cheaper on a CPU (transducer.py)
+            return self.joint_net[2](relu_dropout_sum(f, g, self.config.joint_dropout))
+        return self.joint_net(f.unsqueeze(2) + g.unsqueeze(1))
 
     def forward(self, feats, feat_lengths, tokens) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (B, T', U + 1, classes) for targets ``tokens`` (B, U), and the encoder lengths."""
