@@ -104,7 +104,9 @@ def main() -> int:
     print(f"target {spec.target_text}")
     if not a.untrained_only:
         cmd = [sys.executable, "-m", "trainperf", "run", a.benchmark, "--runs", str(a.runs), "--seed", str(a.seed)]
-        subprocess.call([*cmd, "--out", str(out), "--data-dir", str(a.data_dir), "--quiet"])
+        rc = subprocess.call([*cmd, "--out", str(out), "--data-dir", str(a.data_dir), "--quiet"])
+        if rc not in (0, 1):  # 1: some runs did not reach the target, which is a calibration's finding
+            p.exit(rc, f"calibrate: the runs stopped with exit code {rc} (above); {out} was not read\n")
         summary = json.loads((out / "summary.json").read_text())["benchmarks"][0]
         for r in summary["runs"]:
             curve = r.get("curve") or []

@@ -6,11 +6,11 @@ cost, and the library versions on a GPU. Measured on two cores at the mini batch
 32 x 38 x 8 x 128, 38 classes; ``benchmarks/rnnt_throughput.py``, rnnt's README "Profile"):
 
 - torch's CPU dropout draws one Bernoulli sample per element through mt19937 and keeps a float mask: the
-  joint's ReLU + dropout took 13 ms of forward and backward, against 2 ms for the ReLU alone. Here one 64-bit
-  draw gives the keep-decisions of four elements (16 bits each), and only the output is kept for the backward
-  pass (it is positive exactly where the gradient passes). NVIDIA's MLPerf RNN-T fuses the same ReLU and
-  dropout into its transducer joint for the same reason; ``torch.compile`` of these three operators was slower
-  here (31 ms against eager's 21 ms).
+  joint (add, ReLU, dropout, the last linear layer) took 18-21 ms of forward and backward, 7-9 ms without the
+  dropout. Here one 64-bit draw gives the keep-decisions of four elements (16 bits each), and only the output
+  is kept for the backward pass (it is positive exactly where the gradient passes): 11-14 ms. NVIDIA's MLPerf
+  RNN-T fuses the same ReLU and dropout into its transducer joint for the same reason; ``torch.compile`` of
+  the joint was slower here (31 ms).
 - torchaudio's CPU ``rnnt_loss`` took 13-26 ms for the mini batch. Here the forward variables are computed one
   target position at a time (at most 8 at the mini scale), each a ``logcumsumexp`` over the frames, and
   autograd gives the gradients: 5 ms, the same losses and gradients to 1e-5 (``tests/workloads/
