@@ -16,7 +16,9 @@ from trainperf.rules.compliance import check_log
 
 pytestmark = pytest.mark.slow
 
-SEED = 100001  # a calibration seed that reached the target (README.md of rnnt), so CI does not depend on a drawn seed
+# a calibration seed that reached the target (README.md of rnnt), so CI does not depend on a drawn seed; its
+# deciding evaluations sit 4.2 SE above and 3.0 SE below the target, so the epoch it stops at is not a coin toss
+SEED = 100002
 
 
 def test_mini_rnnt_reaches_target_and_passes_the_checker(tmp_path, data_dir):
@@ -32,11 +34,11 @@ def test_mini_rnnt_reaches_target_and_passes_the_checker(tmp_path, data_dir):
     [log] = list((out / "results").rglob("result_0.txt"))
     run = parse_run(log)
     assert run.status == "success"
-    # WER: lower is better; the first evaluation, at epoch 7 (the spec's first_eval), is still far above the
-    # target (this seed: 0.360, 29 SE) and the run stops at the first evaluation that reaches it
-    assert [epoch for _, epoch, _ in run.curve] == [7.0, 8.0, 9.0]
+    # WER: lower is better; every epoch is evaluated, the first far above the target (this seed: 0.813), and the
+    # run stops at the first evaluation that reaches it (this seed: 0.1875 at epoch 6, 0.1232 at epoch 7)
+    assert [epoch for _, epoch, _ in run.curve] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     assert run.curve[-1][2] <= target and all(q > target for _, _, q in run.curve[:-1])
-    assert run.curve[0][2] > 0.3
+    assert run.curve[0][2] > 0.5
     first = first_values(read_mllog(log))
     assert (first["train_samples"], first["eval_samples"]) == (2880, 400)
     assert first["opt_name"] == "lamb" and first["data_spec_augment_freq_n"] == 0
