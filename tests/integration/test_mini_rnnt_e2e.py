@@ -34,9 +34,11 @@ def test_mini_rnnt_reaches_target_and_passes_the_checker(tmp_path, data_dir):
     [log] = list((out / "results").rglob("result_0.txt"))
     run = parse_run(log)
     assert run.status == "success"
-    # WER: lower is better; every epoch is evaluated, the first far above the target (this seed: 0.813), and the
-    # run stops at the first evaluation that reaches it (this seed: 0.1875 at epoch 6, 0.1232 at epoch 7)
-    assert [epoch for _, epoch, _ in run.curve] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    # WER: lower is better; every epoch is evaluated, the first far above the target (this seed on one machine:
+    # 0.813), and the run stops at the first evaluation that reaches it. Which epoch that is depends on the
+    # processor's arithmetic (epoch 7 on one machine, 8 on another), so the test holds the schedule, not the epoch.
+    epochs = [epoch for _, epoch, _ in run.curve]
+    assert epochs == [float(e) for e in range(1, len(epochs) + 1)]
     assert run.curve[-1][2] <= target and all(q > target for _, _, q in run.curve[:-1])
     assert run.curve[0][2] > 0.5
     first = first_values(read_mllog(log))
