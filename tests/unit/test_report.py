@@ -415,3 +415,50 @@ def test_a_node_count_that_is_not_plain_digits_is_a_clear_error(tmp_path, nodes)
     with pytest.raises(ResultsError, match=re.escape(f"box.json: field 'number_of_nodes' is {nodes!r}")) as err:
         collect([tmp_path])
     assert "digits 0-9" in str(err.value) and "trainperf system -o" in str(err.value)
+
+
+# --- published packages as they are (mlcommons/training_results_v2.0): quirks reproduced by hand ----------
+def test_a_whole_json_number_of_nodes_is_read_and_a_fraction_is_refused(tmp_path):
+    # MosaicML's published v2.0 systems write "number_of_nodes": 1.0 (a JSON number)
+    write_system(tmp_path, "box", accelerators="8")
+    desc = json.loads((tmp_path / "systems/box.json").read_text())
+    (tmp_path / "systems/box.json").write_text(json.dumps({**desc, "number_of_nodes": 1.0}))
+    write_run(tmp_path / "results/box/resnet/result_0.txt", system="box", seed=1, minutes=1.0)
+    [system] = collect([tmp_path])
+    assert (system.nodes, system.accelerators) == (1, 8)
+    (tmp_path / "systems/box.json").write_text(json.dumps({**desc, "number_of_nodes": 1.5}))
+    with pytest.raises(ResultsError, match="'number_of_nodes' is 1.5"):
+        collect([tmp_path])
+
+
+def test_result_files_named_with_an_id_are_runs_and_two_sets_in_one_folder_are_refused(tmp_path):
+    # HazyResearch's published v2.0 bert results are result_<timestamp id>_<1..10>.txt
+    write_system(tmp_path, "box")
+    for i, m in enumerate([1.0, 2.0, 3.0, 4.0, 5.0], start=1):
+        write_run(tmp_path / f"results/box/resnet/result_2205201007_{i}.txt", system="box", seed=i, minutes=m)
+    [bench] = collect([tmp_path])[0].benchmarks
+    assert [r.index for r in bench.runs] == [1, 2, 3, 4, 5]
+    assert bench.score.valid and bench.score.minutes == pytest.approx(3.0)
+    write_run(tmp_path / "results/box/resnet/result_9999_1.txt", system="box", seed=9, minutes=0.1)
+    with pytest.raises(ResultsError, match=r"result_2205201007_1\.txt and result_9999_1\.txt are both run 1"):
+        collect([tmp_path])
+
+
+def test_a_log_that_ends_before_run_stop_counts_as_not_converged_and_its_evaluations_do_not_count(tmp_path):
+    # A published Lenovo v2.0 unet3d run ends mid-block, without run_stop; the published score counts it as failed.
+    # The attack it must not open: a truncated log whose evaluation reaches the target buys no success.
+    write_system(tmp_path, "box")
+    for i, m in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):
+        write_run(tmp_path / f"results/box/resnet/result_{i}.txt", system="box", seed=i, minutes=m)
+    cut = tmp_path / "results/box/resnet/result_0.txt"
+    cut.write_text("\n".join(ln for ln in cut.read_text().splitlines() if '"run_stop"' not in ln) + "\n")
+    system = collect([tmp_path])[0]
+    [bench] = system.benchmarks
+    run = bench.runs[0]
+    assert run.status == "aborted" and not run.success and run.minutes == pytest.approx(1.0)
+    assert bench.score.valid and bench.score.successes == 4
+    assert bench.score.minutes == pytest.approx(4.0)  # mean of 3, 4, 5: the cut run is dropped as the slowest
+    assert any("ends before run_stop" in n for n in system.notes)
+    (tmp_path / "results/box/resnet/result_1.txt").write_text(mllog("seed", 1, t=T0) + "\n")
+    with pytest.raises(ResultsError, match=r"result_1\.txt is not a run \(no run_start\)"):
+        collect([tmp_path])

@@ -12,6 +12,7 @@ ordered by their ``run_start`` times.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -26,7 +27,9 @@ from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
 
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
-_RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
+# result_<i>.txt, or result_<id>_<i>.txt as some published packages name them (the official package checker takes
+# every result_*.txt; HazyResearch's v2.0 results are result_220520100725096152634_1.txt ... _10.txt)
+_RESULT_FILE = re.compile(r"^result_(?:[A-Za-z0-9]{1,64}_)?(\d{1,9})\.txt$")
 _INTERRUPTED_FILE = re.compile(r"^result_\d+-\d+\.txt$")
 FALLBACK_RUNS = (5, 1)  # an unknown benchmark key: 5 runs, drop 1
 
@@ -197,10 +200,16 @@ def _collect_benchmark(
     key = bench_dir.name
     files = sorted(
         ((int(m.group(1)), p) for p in bench_dir.iterdir() if (m := _RESULT_FILE.match(p.name)) and p.is_file()),
-        key=lambda x: x[0],
+        key=lambda x: (x[0], x[1].name),
     )
     if not files:
         return None
+    for (i, a), (j, b) in itertools.pairwise(files):
+        if i == j:
+            raise ResultsError(
+                f"{bench_dir}: {a.name} and {b.name} are both run {i}: one folder holds one set of runs, each "
+                "result_<i>.txt once; move the other set to its own folder"
+            )
     runs: list[RunResult] = []
     scale: str | None = None
     first_path: Path | None = None
@@ -307,11 +316,18 @@ def _read_run(
         raise ResultsError(
             f"{path}: malformed MLLOG record ({type(e).__name__}: {e}); it is not a usable result file"
         ) from None
-    if logged.status is None or logged.minutes is None:
+    if logged.start_ms is None:
         raise ResultsError(
-            f"{path} is not a complete run (no run_start or no run_stop): a result file holds one whole run; "
-            "move it away to make the report"
+            f"{path} is not a run (no run_start): a result file holds one whole run; move it away to make the report"
         )
+    incomplete = logged.status is None or logged.minutes is None
+    if incomplete:
+        # A log that ends before run_stop (a published Lenovo v2.0 unet3d run stops mid-block) is a run that did not
+        # finish: not converged, as the official result_summarizer counts it. It can only lose: its evaluations are
+        # not counted, and olympic scoring drops it as one of the slowest.
+        last = max((_logged_ms(r) for r in records), default=logged.start_ms)
+        logged = replace(logged, status="aborted", minutes=max(0.0, (last - logged.start_ms) / 60000.0), evaluations=[])
+        notes.append(f"{path.name} of {key} ends before run_stop: counted as a run that did not converge")
     if logged.benchmark is not None and logged.benchmark != key:
         raise ResultsError(f"{path} is a {logged.benchmark!r} run in the {key!r} folder: move it to its own folder")
     if logged.platform is not None and logged.platform != system:
@@ -332,6 +348,12 @@ def _read_run(
         evaluations=tuple(logged.evaluations),
     )
     return run, logged.scale
+
+
+def _logged_ms(rec: dict[str, Any]) -> float:
+    """A record's time_ms, or 0 when it is not a finite number (the log's last time is only a lower bound)."""
+    t = rec.get("time_ms")
+    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) else 0.0
 
 
 def _energy(path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> tuple[float | None, str]:
@@ -389,6 +411,9 @@ def _count(desc: dict[str, Any], name: str, path: Path) -> int:
     value = desc.get(name)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
+    # A JSON number with nothing after the point: MosaicML's published v2.0 systems write "number_of_nodes": 1.0
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 1e9:
+        return int(value)
     if isinstance(value, str):
         text = value.strip()
         if name == "accelerators_per_node" and text.upper() in ("N/A", "NA", "NONE"):
