@@ -327,3 +327,42 @@ def test_cli_errors_are_usage_errors(wide, tmp_path):
         _run(["history", "fastest", "--results-csv", str(tmp_path / "none.csv")])
     with pytest.raises(SystemExit):
         _run(["history", "place", "resnet", "3", "--scale", "huge"])
+
+
+def _write_package(root: Path, system: str, minutes: list[float], *, scale: str | None = None) -> None:
+    """An MLCommons-style package by hand: systems/<system>.json and five resnet results reaching the target."""
+    (root / "systems").mkdir(parents=True)
+    (root / "systems" / f"{system}.json").write_text(json.dumps({"number_of_nodes": "1", "accelerators_per_node": "8"}))
+    t0 = 1_650_000_000_000
+    for i, m in enumerate(minutes):
+        recs = [("submission_benchmark", "resnet", t0 - 9, {}), ("run_start", None, t0, {})]
+        if scale:
+            recs.insert(0, ("trainperf_scale", scale, t0 - 9, {}))
+        recs += [("eval_accuracy", 0.76, t0 + m * 60000, {"epoch_num": 40}), ("run_stop", None, t0 + m * 60000, {})]
+        recs[-1][3]["status"] = "success"
+        lines = [":::MLLOG " + json.dumps({"time_ms": t, "key": k, "value": v, "metadata": md}) for k, v, t, md in recs]
+        path = root / "results" / system / "resnet" / f"result_{i}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+
+
+def test_cli_place_a_package_places_each_score_in_its_round(wide, capsys, tmp_path):
+    _write_package(tmp_path / "org", "box", [30.0, 31.0, 32.0, 33.0, 34.0])
+    assert _run(["history", "place", str(tmp_path / "org"), "--round", "v2.0", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["system"], row["benchmark"], row["score"]) == ("box", "resnet", "score")
+    assert row["minutes"] == pytest.approx(32.0)
+    placed = query.place(load_results(), "resnet", 32.0, round="v2.0")
+    assert row["placement"] == {
+        "round": "v2.0",
+        "division": "closed",
+        "rank": placed.rank,
+        "count": placed.count,
+        "faster_than": placed.faster_than,
+    }
+    assert 1 < placed.rank <= placed.count  # 32 minutes is neither the fastest nor the slowest published v2.0 resnet
+    _write_package(tmp_path / "mini", "cpu", [1.0, 1.0, 1.0, 1.0, 1.0], scale="mini")
+    assert _run(["history", "place", str(tmp_path / "mini")]) == 0
+    assert "not comparable" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="give a BENCHMARK and your MINUTES"):
+        _run(["history", "place", "resnet"])

@@ -60,6 +60,59 @@ def _load(args: argparse.Namespace) -> list[query.Result]:
     return query.load_results(args.results_csv)
 
 
+def _place_folder(results: list[query.Result], args: argparse.Namespace) -> int:
+    """``place PATH``: every scored reference-scale (system, benchmark) of a results folder or submission package
+    (read as it is, by the report's reader), placed among the published results of its benchmark's round."""
+    from trainperf.report.collect import collect
+
+    folder = Path(args.benchmark)
+    if not folder.is_dir():
+        raise UsageError(
+            f"{folder}: give a BENCHMARK and your MINUTES, or a results folder or submission package to place "
+            "every score in it (`trainperf history place PATH`)"
+        )
+    rows: list[dict[str, Any]] = []
+    for system in collect([folder]):
+        for b in system.benchmarks:
+            row: dict[str, Any] = {"system": system.label, "benchmark": b.benchmark, "scale": b.scale}
+            row["minutes"], row["score"] = b.score.minutes, b.score.label
+            if b.scale != "reference" or b.score.minutes is None:
+                row["placement"] = None
+                row["note"] = "a mini-scale result is not comparable" if b.scale != "reference" else "no score"
+            else:
+                try:
+                    p = query.place(
+                        results, b.benchmark, b.score.minutes, n_acc=args.n_acc, round=args.round, division=args.division
+                    )
+                except UsageError as e:  # a benchmark or round the published table does not have: say so, go on
+                    row["placement"], row["note"] = None, str(e)
+                else:
+                    row["placement"] = {k: getattr(p, k) for k in ("round", "division", "rank", "count", "faster_than")}
+                    row["note"] = ""
+            rows.append(row)
+    if args.json:
+        _print_json(rows)
+        return 0
+    table = _table(
+        f"{folder}: each score among the published results",
+        [("system", "left"), ("benchmark", "left"), ("minutes", "right"), ("round", "left"), ("rank", "right")]
+        + [("faster than", "right"), ("note", "left")],
+    )
+    for r in rows:
+        pl = r["placement"]
+        table.add_row(
+            _cell(r["system"]),
+            _cell(r["benchmark"]),
+            _cell(r["minutes"], "{:.3f}"),
+            _cell(pl and pl["round"]),
+            _cell(pl and f"{pl['rank']} of {pl['count'] + 1}"),
+            _cell(pl and f"{pl['faster_than']:.0%}"),
+            _cell(r["note"] or None),
+        )
+    _print(table)
+    return 0
+
+
 def cmd_fastest(args: argparse.Namespace) -> int:
     results = _load(args)
     scope = "single-node-8" if args.single_node else "any"
@@ -149,6 +202,8 @@ def cmd_per_accelerator(args: argparse.Namespace) -> int:
 
 def cmd_place(args: argparse.Namespace) -> int:
     results = _load(args)
+    if args.minutes is None:
+        return _place_folder(results, args)
     p = query.place(
         results,
         args.benchmark,
@@ -272,14 +327,17 @@ def add_parser(subparsers: Any) -> None:
         parents=[common],
         help="where your result would rank among the published ones",
         description="Where MINUTES of a reference-scale BENCHMARK would rank among the published results of one "
-        "round (default: the benchmark's latest). Mini-scale results are refused: they are not comparable.",
+        "round (default: the benchmark's latest). Mini-scale results are refused: they are not comparable. "
+        "Given a PATH instead (a trainperf output folder or an MLCommons submission package, read as it is), "
+        "every scored (system, benchmark) in it is placed.",
     )
     p.add_argument(
         "benchmark",
-        metavar="BENCHMARK",
-        help="benchmark key as the published results name it (see `trainperf history fastest`)",
+        metavar="BENCHMARK|PATH",
+        help="benchmark key as the published results name it (see `trainperf history fastest`), or a results "
+        "folder or submission package",
     )
-    p.add_argument("minutes", metavar="MINUTES", type=float, help="your score in minutes")
+    p.add_argument("minutes", metavar="MINUTES", type=float, nargs="?", help="your score in minutes (with BENCHMARK)")
     p.add_argument("--n-acc", type=int, default=None, help="compare only with results on this many accelerators")
     p.add_argument("--scale", choices=("reference", "mini"), default="reference", help="the scale of your result")
     p.add_argument("--round", default=None, help="round, e.g. v2.0 (default: the benchmark's latest)")
