@@ -571,6 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
     from trainperf.submission.cli import add_parser as add_submission_parser
 
     add_report_parser(sub)
+    from trainperf.report.compare import add_parser as add_compare_parser
+
+    add_compare_parser(sub)  # `trainperf compare A B`
     add_submission_parser(sub)
     add_history_parser(sub)
     add_scaling_parser(sub)  # `trainperf scale`
