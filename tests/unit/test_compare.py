@@ -116,3 +116,24 @@ def test_different_scale_or_code_is_refused_unless_allowed(tmp_path, capsys):
     assert "--allow-different huge: name any of scale, target, code" in capsys.readouterr().err
     with pytest.raises(UsageError, match="has no system named 'nope'"):
         compare_paths(a, b, systems=("nope", None))
+
+
+def test_a_table_printed_to_a_pipe_keeps_whole_lines():
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from trainperf.report.table import for_output
+
+    note = "valid olympic score; " * 6  # 126 characters: rich wraps it over several lines at 80 columns
+    table = Table()
+    table.add_column("benchmark")
+    table.add_column("note")
+    table.add_row("resnet", note.strip())
+    buf = io.StringIO()
+    for_output(Console(file=buf)).print(table)
+    assert any(note.strip() in line for line in buf.getvalue().splitlines())
+    narrow = io.StringIO()
+    Console(file=narrow).print(table)
+    assert not any(note.strip() in line for line in narrow.getvalue().splitlines())  # what for_output prevents

@@ -462,3 +462,31 @@ def test_a_log_that_ends_before_run_stop_counts_as_not_converged_and_its_evaluat
     (tmp_path / "results/box/resnet/result_1.txt").write_text(mllog("seed", 1, t=T0) + "\n")
     with pytest.raises(ResultsError, match=r"result_1\.txt is not a run \(no run_start\)"):
         collect([tmp_path])
+
+
+def test_one_figure_per_chart_section_whatever_the_number_of_benchmarks(tmp_path):
+    write_system(tmp_path, "box")
+    for key in ("resnet", "dlrm", "bert"):
+        for i in range(2):
+            path = tmp_path / f"results/box/{key}/result_{i}.txt"
+            write_run(path, system="box", seed=i, minutes=1.0 + i)
+            path.write_text(path.read_text().replace('"resnet"', f'"{key}"'))
+    page = render_html(collect([tmp_path]), price_per_hour=None)
+    for sid in ("time-to-train", "spread", "convergence"):
+        assert len(re.findall(r'src="data:image/png;base64,', section(page, sid))) == 1, sid
+    assert 'id="published"' not in page  # mini results are never placed among the published ones
+
+
+def test_a_reference_score_is_placed_among_its_rounds_published_results(tmp_path):
+    write_system(tmp_path, "box", accelerators="8")
+    for i, m in enumerate([30.0, 31.0, 32.0, 33.0, 34.0]):
+        path = tmp_path / f"results/box/resnet/result_{i}.txt"
+        write_run(path, system="box", seed=i, minutes=m, qualities=(0.70, 0.76))
+        path.write_text(path.read_text().replace('"mini"', '"reference"'))
+    page = render_html(collect([tmp_path]), price_per_hour=None, history_round="v2.0")
+    from trainperf.history import query
+
+    p = query.place(query.load_results(), "resnet", 32.0, round="v2.0")
+    placed = section(page, "published")
+    assert f"{p.rank} of {p.count + 1}" in placed and "v2.0" in placed and "32.000" in placed
+    assert len(re.findall(r'src="data:image/png;base64,', placed)) == 1

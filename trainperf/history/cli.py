@@ -35,7 +35,9 @@ def _table(title: str, columns: list[tuple[str, str]], caption: str | None = Non
 def _print(renderable: Any) -> None:
     from rich.console import Console
 
-    Console().print(renderable)
+    from trainperf.report.table import for_output
+
+    for_output(Console()).print(renderable)
 
 
 def _print_json(value: Any) -> None:

@@ -19,7 +19,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         rows = fastest(load_results(), division="closed", round=args.history_round)
         history_png = fastest_bar_chart(rows, f"Published MLPerf Training {args.history_round}: fastest closed results")
     out = write_report(
-        args.results, args.output, price_per_hour=args.price_per_hour, markdown=args.markdown, history_png=history_png
+        args.results,
+        args.output,
+        price_per_hour=args.price_per_hour,
+        markdown=args.markdown,
+        history_png=history_png,
+        history_round=None if args.history_round == "none" else args.history_round,
     )
     print(f"{out}: report written ({out.stat().st_size / 1024:.0f} KiB, one self-contained file)")
     if args.markdown is not None:
@@ -52,8 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--history-round",
         default="v2.0",
         metavar="ROUND",
-        help="also chart the fastest published closed MLPerf results of this round, like the press releases "
-        "(default v2.0, the round the reference scale mirrors; 'none' to leave it out)",
+        help="also chart the fastest published closed MLPerf results of this round, like the press releases, and "
+        "place each reference-scale score among that round's published results (default v2.0, the round the "
+        "reference scale mirrors; 'none' to leave the chart out and place scores in each benchmark's latest round)",
     )
     p.set_defaults(func=cmd_report)
     return p

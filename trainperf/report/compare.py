@@ -325,9 +325,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             Text("–" if c.ci is None else f"{c.ci[0]:.3f}–{c.ci[1]:.3f}"),
             Text(_fmt(c.p_value, ".3g")),
         )
-    console = Console()
-    if not console.is_terminal:  # piped: the full table and whole lines, never wrapped at 80 columns
-        console = Console(width=max(console.width, 160), soft_wrap=True)
+    from trainperf.report.table import for_output
+
+    console = for_output(Console())
     console.print(table)
     for c in results:
         allowed = f" (allowed differences: {', '.join(c.differences)})" if c.differences else ""

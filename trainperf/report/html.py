@@ -81,89 +81,169 @@ def _png(fig, canvas_cls) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _chart(draw, rows: int) -> str:
+def _grid(groups: list[Group], draw_one, *, panel_h: float = 2.2, ncols: int = 4) -> str:
+    """Small multiples: one panel per (benchmark, scale), ``ncols`` to a row, drawn by ``draw_one(ax, cmap, g)``."""
     matplotlib, Figure, Canvas = _mpl()
-    with matplotlib.rc_context({"text.parse_math": False, "font.size": 9}):
-        fig = Figure(figsize=(7.5, 1.4 + 0.45 * rows), dpi=96, layout="constrained")
-        draw(fig.add_subplot(), matplotlib.colormaps["tab10"])
+    ncols = max(1, min(ncols, len(groups)))
+    nrows = math.ceil(len(groups) / ncols)
+    with matplotlib.rc_context({"text.parse_math": False, "font.size": 8}):
+        fig = Figure(figsize=(10.5, 0.4 + panel_h * nrows), dpi=96, layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        for k, ax in enumerate(axes.flat):
+            if k >= len(groups):
+                ax.set_visible(False)
+                continue
+            draw_one(ax, matplotlib.colormaps["tab10"], groups[k])
+            ax.set_title(f"{groups[k][0]} ({groups[k][1]})", fontsize=9)
         return _png(fig, Canvas)
 
 
-def _time_to_train_chart(group: Group) -> str:
-    _, _, items = group
+def _log_x(ax) -> None:
+    """A log x axis with plain numbers (math text is off, so matplotlib's 10^k labels would print as TeX)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    def draw(ax, cmap) -> None:
-        for y, (color, _, b) in enumerate(items):
-            m = b.score.minutes
-            if m is None:
-                ax.text(0, y, "  no score", va="center", color="#cf222e")
-                continue
-            ax.barh(y, m, color=cmap(color % 10), hatch=None if b.score.valid else "//", edgecolor="#333")
-            ax.text(m, y, f" {m:.3f} min ({b.score.label})", va="center")
-        ax.set_yticks(range(len(items)), [s.label for _, s, _ in items])
-        ax.invert_yaxis()
-        ax.set_xlabel("minutes to train (olympic score; hatched: preview)")
-        ax.margins(x=0.35)
-
-    return _chart(draw, len(items))
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def _spread_chart(group: Group) -> str:
-    _, _, items = group
-
-    def draw(ax, cmap) -> None:
-        for y, (color, _, b) in enumerate(items):
-            ok = [r.minutes for r in b.runs if r.success]
-            if len(ok) >= 2:
-                try:
-                    ax.boxplot(ok, positions=[y], orientation="horizontal", widths=0.5, showfliers=False)
-                except TypeError:  # matplotlib < 3.10 names it vert=False
-                    ax.boxplot(ok, positions=[y], vert=False, widths=0.5, showfliers=False)
-            for i, r in enumerate(b.runs):
-                dy = ((i % 5) - 2) * 0.07  # a fixed jitter so that equal times stay visible
-                if r.success:
-                    ax.plot(r.minutes, y + dy, "o", color=cmap(color % 10), alpha=0.85)
+def _time_to_train_chart(groups: list[Group]) -> str:
+    """One figure for the whole report: a row per (benchmark, scale), a bar per system (its color everywhere),
+    on a log scale when the scores span more than a factor of 20."""
+    matplotlib, Figure, Canvas = _mpl()
+    systems = {s.label: color for _, _, items in groups for color, s, _ in items}
+    rows = sum(len(items) for _, _, items in groups)
+    with matplotlib.rc_context({"text.parse_math": False, "font.size": 9}):
+        fig = Figure(figsize=(10.5, 1.2 + 0.28 * rows + 0.15 * len(groups)), dpi=96, layout="constrained")
+        ax = fig.add_subplot()
+        cmap = matplotlib.colormaps["tab10"]
+        y, ticks, labels, scores = 0.0, [], [], []
+        for bench, scale, items in groups:
+            ticks.append(y + (len(items) - 1) / 2)
+            labels.append(f"{bench} ({scale})")
+            for color, _, b in items:
+                m = b.score.minutes
+                if m is None:
+                    ax.text(0.01, y, "no score", va="center", color="#cf222e", transform=ax.get_yaxis_transform())
                 else:
-                    ax.plot(r.minutes, y + dy, "x", color="#cf222e", markersize=8, label="aborted run")
-        handles, labels = ax.get_legend_handles_labels()
-        if handles:
-            ax.legend(handles[:1], labels[:1], loc="best")
-        ax.set_yticks(range(len(items)), [s.label for _, s, _ in items])
-        ax.set_ylim(len(items) - 0.5, -0.5)
-        ax.set_xlabel("minutes of each run (run_start to run_stop)")
+                    ax.barh(y, m, color=cmap(color % 10), hatch=None if b.score.valid else "//", edgecolor="#333")
+                    ax.text(m, y, f" {m:.3g}", va="center", fontsize=8)
+                    scores.append(m)
+                y += 1
+            y += 0.6
+        ax.set_yticks(ticks, labels)
+        ax.invert_yaxis()
+        if scores and max(scores) / min(scores) > 20:
+            _log_x(ax)
+        ax.set_xlabel("minutes to train (olympic score; hatched: preview)")
+        ax.margins(x=0.12)
+        handles = [matplotlib.patches.Patch(color=cmap(c % 10), label=name) for name, c in systems.items()]
+        if len(handles) > 1:
+            ax.legend(handles=handles, loc="best", fontsize=8)
+        return _png(fig, Canvas)
 
-    return _chart(draw, len(items))
 
-
-def _convergence_chart(group: Group) -> str:
+def _spread_panel(ax, cmap, group: Group) -> None:
     _, _, items = group
+    for y, (color, _, b) in enumerate(items):
+        ok = [r.minutes for r in b.runs if r.success]
+        if len(ok) >= 2:
+            try:
+                ax.boxplot(ok, positions=[y], orientation="horizontal", widths=0.5, showfliers=False)
+            except TypeError:  # matplotlib < 3.10 names it vert=False
+                ax.boxplot(ok, positions=[y], vert=False, widths=0.5, showfliers=False)
+        for i, r in enumerate(b.runs):
+            dy = ((i % 5) - 2) * 0.07  # a fixed jitter so that equal times stay visible
+            if r.success:
+                ax.plot(r.minutes, y + dy, "o", color=cmap(color % 10), alpha=0.85, markersize=4)
+            else:
+                ax.plot(r.minutes, y + dy, "x", color="#cf222e", markersize=6)
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    def draw(ax, cmap) -> None:
-        for color, s, b in items:
-            for n, r in enumerate(b.runs):
-                if not r.curve:
-                    continue
+    ax.set_yticks([])  # a row per system, in its color (named in the time-to-train chart's legend)
+    ax.set_ylim(len(items) - 0.5, -0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(4))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.5g}"))  # 3.3030, not 3.30300 and an offset
+    ax.set_xlabel("minutes per run")
+
+
+def _convergence_panel(ax, cmap, group: Group) -> None:
+    _, _, items = group
+    for color, _, b in items:
+        for r in b.runs:
+            if r.curve:
                 xs, _, qs = zip(*r.curve, strict=True)
-                ax.plot(
-                    xs,
-                    qs,
-                    "-" if r.success else ":",
-                    marker=".",
-                    color=cmap(color % 10),
-                    alpha=0.8,
-                    label=s.label if n == 0 else None,
-                )
-        target = next((b for _, _, b in items if b.target is not None), None)
-        if target is not None:
-            ax.axhline(target.target, color="#cf222e", linestyle="--", label=f"target: {target.target_text}")
-        if not any(r.curve for _, _, b in items for r in b.runs):
-            ax.text(0.5, 0.5, "no evaluation logged", transform=ax.transAxes, ha="center", color="#555")
-        ax.set_xlabel("minutes since run_start (dotted: aborted run)")
-        ax.set_ylabel("quality")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="best")
+                ax.plot(xs, qs, "-" if r.success else ":", marker=".", markersize=3, color=cmap(color % 10), alpha=0.8)
+    target = next((b for _, _, b in items if b.target is not None), None)
+    if target is not None:
+        ax.axhline(target.target, color="#cf222e", linestyle="--", linewidth=1)
+        top = max((q for _, _, b in items for r in b.runs for _, _, q in r.curve if math.isfinite(q)), default=0.0)
+        if target.target < 1 < top:  # a rate such as WER starts far above 1 before it learns: show 0-1
+            ax.set_ylim(bottom=0.0, top=1.0)
+    if not any(r.curve for _, _, b in items for r in b.runs):
+        ax.text(0.5, 0.5, "no evaluation logged", transform=ax.transAxes, ha="center", color="#555")
+    ax.set_xlabel("minutes since run_start")
 
-    return _chart(draw, 6)
+
+def _spread_chart(groups: list[Group]) -> str:
+    return _grid(groups, _spread_panel, panel_h=max(1.6, 0.9 + 0.3 * max(len(g[2]) for g in groups)))
+
+
+def _convergence_chart(groups: list[Group]) -> str:
+    return _grid(groups, _convergence_panel)
+
+
+def _placement(pairs: list[tuple[SystemResults, BenchmarkResults]], history_round: str | None) -> str:
+    """Each reference-scale score placed among the published closed results of its benchmark (``history_round``,
+    or the benchmark's latest round): its rank, and one strip chart per benchmark with the published scores."""
+    from trainperf.history import query
+
+    ref = [(s, b) for s, b in pairs if b.scale == "reference" and b.score.minutes is not None]
+    if not ref:
+        return ""
+    published = query.load_results()
+    rows, strips = [], []
+    for s, b in ref:
+        try:
+            p = query.place(published, b.benchmark, b.score.minutes, round=history_round)
+        except TrainperfError as e:  # a benchmark or round the published table lacks: said in the row
+            rows.append([_e(s.label), _e(b.benchmark), _min(b.score.minutes), "–", "–", _e(str(e))])
+            continue
+        rows.append(
+            [
+                _e(s.label), _e(b.benchmark), _min(b.score.minutes), _e(p.round),
+                f"{p.rank} of {p.count + 1}", f"faster than {p.faster_than:.0%} of them",
+            ]
+        )  # fmt: skip
+        pool = [
+            r.score_min
+            for r in published
+            if r.benchmark == p.benchmark and r.round == p.round and r.division == p.division and r.score_min
+        ]
+        strips.append((f"{b.benchmark} {p.round}\n{s.label[:24]}", pool, b.score.minutes))
+    body = _table(["system", "benchmark", "score (min)", "round", "rank", "among the published"], rows, (2,))
+    if strips:
+        body += f'<figure><img src="{_strip_chart(strips)}" alt="scores among the published results"><figcaption>'
+        body += "each published closed result of the round (grey) and this report's score (red), log scale"
+        body += "</figcaption></figure>"
+    return body
+
+
+def _strip_chart(strips: list[tuple[str, list[float], float]]) -> str:
+    """A row per placed score: the published scores of its round as grey dots, the score as a red diamond."""
+    matplotlib, Figure, Canvas = _mpl()
+    with matplotlib.rc_context({"text.parse_math": False, "font.size": 8}):
+        fig = Figure(figsize=(10.5, 0.8 + 0.45 * len(strips)), dpi=96, layout="constrained")
+        ax = fig.add_subplot()
+        for y, (_, pool, mine) in enumerate(strips):
+            ax.plot(pool, [y] * len(pool), "o", color="#888", alpha=0.5, markersize=4)
+            ax.plot([mine], [y], "D", color="#cf222e", markersize=7)
+        ax.set_yticks(range(len(strips)), [label for label, _, _ in strips])
+        ax.set_ylim(len(strips) - 0.5, -0.5)
+        _log_x(ax)
+        ax.set_xlabel("minutes to train (published closed results, log scale)")
+        return _png(fig, Canvas)
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
@@ -182,16 +262,16 @@ def _label_html(b: BenchmarkResults) -> str:
     return f'{_min(b.score.minutes)} <span class="{label.replace(" ", "-")}">{label}</span>'
 
 
-def _figures(groups: list[Group], chart, caption: str) -> str:
-    parts = []
-    for g in groups:
-        img = chart(g)
-        alt = f"{g[0]} ({g[1]}) {caption}"
-        parts.append(
-            f'<figure><img src="{img}" alt="{_e(alt)}"><figcaption>{_e(g[0])} ({_e(g[1])}): {caption}'
-            "</figcaption></figure>"
-        )
-    return "\n".join(parts)
+_TTT = "each benchmark's score in minutes, a bar per system (its color in every chart)"
+_SPREAD = (
+    "each run's minutes (run_start to run_stop), a row and a box per system in its color; x marks a run that did "
+    "not converge"
+)
+_CONVERGENCE = "quality at each evaluation of every run (dotted: did not converge); dashed red: the target"
+
+
+def _figure(img: str, alt: str, caption: str) -> str:
+    return f'<figure><img src="{img}" alt="{_e(alt)}"><figcaption>{caption}</figcaption></figure>'
 
 
 def render_html(
@@ -200,6 +280,7 @@ def render_html(
     price_per_hour: float | None,
     history_png: bytes | None = None,
     ablations: list[dict] | None = None,
+    history_round: str | None = None,
 ) -> str:
     """One self-contained HTML document: tables, charts as data URIs, no external reference. ``ablations``: the
     checked files of `trainperf ablate` (:mod:`trainperf.report.ablation`), drawn in their own section."""
@@ -220,11 +301,12 @@ def render_html(
     ]  # fmt: skip
     head = ["system", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target", "note"]
     sec.append(("summary", "Summary", _table(head, rows, (3, 4, 5))))
-    sec.append(("time-to-train", "Time to train", _figures(groups, _time_to_train_chart, "score in minutes")))
-    sec.append(("spread", "Run spread", _figures(groups, _spread_chart, "each run's minutes; x marks an aborted run")))
-    sec.append(
-        ("convergence", "Convergence", _figures(groups, _convergence_chart, "quality at each evaluation per run"))
-    )
+    sec.append(("time-to-train", "Time to train", _figure(_time_to_train_chart(groups), "time to train", _TTT)))
+    sec.append(("spread", "Run spread", _figure(_spread_chart(groups), "run spread", _SPREAD)))
+    sec.append(("convergence", "Convergence", _figure(_convergence_chart(groups), "convergence", _CONVERGENCE)))
+    placed = _placement(pairs, history_round)
+    if placed:
+        sec.append(("published", "Among the published results", placed))
     rows = [
         [
             _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
@@ -380,6 +462,7 @@ def write_report(
     price_per_hour: float | None = None,
     markdown: Path | None = None,
     history_png: bytes | None = None,
+    history_round: str | None = None,
 ) -> Path:
     """Collect ``paths``, render, and write the HTML report to ``out`` (and the Markdown table if asked).
 
@@ -399,7 +482,13 @@ def write_report(
     from trainperf.report.ablation import find_ablations, read_ablation
 
     ablations = [read_ablation(p) for p in find_ablations(roots)]  # <root>/ablation/*.json of `trainperf ablate`
-    text = render_html(systems, price_per_hour=price_per_hour, history_png=history_png, ablations=ablations)
+    text = render_html(
+        systems,
+        price_per_hour=price_per_hour,
+        history_png=history_png,
+        ablations=ablations,
+        history_round=history_round,
+    )
     md = render_markdown(systems, price_per_hour) if markdown is not None else None
     _atomic_write(out, text)
     if markdown is not None and md is not None:

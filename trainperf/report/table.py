@@ -7,8 +7,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+PIPED_WIDTH = 200  # a table printed to a pipe or file: its whole rows, never wrapped at rich's default 80 columns
+
+
+def for_output(console: Console) -> Console:
+    """``console`` on a terminal; piped, a console as wide as the table's rows (a script reads whole lines)."""
+    if console.is_terminal:
+        return console
+    return Console(file=console.file, width=max(console.width, PIPED_WIDTH), quiet=console.quiet, soft_wrap=True)
+
 
 def print_summary(console: Console, summaries: list[Any], options: Any) -> None:
+    console = for_output(console)
     table = Table(title=f"trainperf {options.scale} results — {options.out}")
     for col, just in (
         ("benchmark", "left"),
