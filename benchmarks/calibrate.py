@@ -3,7 +3,7 @@
     python benchmarks/calibrate.py dlrm --runs 10 --out /tmp/dlrm-calibration
 
 Any benchmark with a mini scale. Runs the default recipe through the real harness (`trainperf run KEY
---runs N --seed S`, with its strict time budget), then evaluates the untrained network (same seeds, same
+--runs N --seed S`, with its progress budget), then evaluates the untrained network (same seeds, same
 evaluation code) and prints both, with each seed's deciding evaluations (the last below the target and
 the first at or above it) in standard errors of the metric from the target where the spec has one
 (``metric_se``). Seeds come from trainperf's calibration range (``trainperf.seeds.CALIBRATION_SEEDS``,
