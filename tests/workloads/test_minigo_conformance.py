@@ -218,3 +218,30 @@ def test_a_missing_bootstrap_games_file_is_refused_before_the_clock(tmp_path):
     w = smoke_workload(tmp_path, fixture=False)
     with pytest.raises(DataError, match=r"bootstrap_games\.npz are missing.*python -m trainperf\.workloads\.minigo"):
         w.prepare()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_superko_games_never_repeat_and_the_mask_agrees_with_play(seed):
+    """Random 5x5 games under superko, captures and kos included: the mask, is_legal and play agree at every
+    point of every move, the incremental hash is the stones' hash, and no position of a game comes twice."""
+    rng = np.random.default_rng(seed)
+    pos, boards = Position(5, superko=True), set()
+    for _ in range(120):
+        assert pos.zhash == pos.stone_hash() and pos.zhash in pos.seen
+        boards.add(tuple(pos.stones))
+        mask = pos.legal_mask()
+        for p in range(25):
+            assert mask[p] == pos.is_legal(p)
+            trial = pos.copy()
+            if mask[p]:
+                trial.play(p)
+                assert tuple(trial.stones) not in boards  # a legal move never recreates a position
+            else:
+                with pytest.raises(IllegalMove):
+                    trial.play(p)
+        legal = np.flatnonzero(pos.legal_mask(allow_eye_fill=False))  # random play that keeps its eyes
+        pos.play(int(rng.choice(legal)) if len(legal) else PASS)  # a pass repeats the stones: no new hash
+        if pos.game_over:
+            break
+    boards.add(tuple(pos.stones))
+    assert len(boards) > 20 and len(pos.seen) == len(boards)  # one hash per position, none twice

@@ -114,24 +114,27 @@ class Position:
                 h ^= z[p][s]
         return h
 
-    def _repeats(self, p: int) -> bool:
-        """Whether playing ``p`` (legal but for superko) recreates an earlier position of the game."""
+    def _repeats(self, p: int, libs: list[int] | None = None) -> bool:
+        """Whether playing ``p`` (legal but for superko) recreates an earlier position of the game; ``libs``
+        (the liberty table, when known) spares the flood fill of groups that keep a liberty."""
         if self.seen is None:
             return False
         z, me, them, stones = self.geo.zobrist, self.to_play, opponent(self.to_play), self.stones
         h = self.zhash ^ z[p][me]
-        stones[p] = me  # try it: remove the opponent groups it captures from the hash
-        try:
-            done: set[int] = set()
-            for n in self.geo.neighbors[p]:
-                if stones[n] == them and n not in done:
-                    members, libs = self.group(n)
-                    done.update(members)
-                    if not libs:
-                        for q in members:
-                            h ^= z[q][them]
-        finally:
-            stones[p] = EMPTY
+        around = [n for n in self.geo.neighbors[p] if stones[n] == them and (libs is None or libs[n] == 1)]
+        if around:
+            stones[p] = me  # try it: remove the opponent groups it captures from the hash
+            try:
+                done: set[int] = set()
+                for n in around:
+                    if n not in done:
+                        members, group_libs = self.group(n)
+                        done.update(members)
+                        if not group_libs:
+                            for q in members:
+                                h ^= z[q][them]
+            finally:
+                stones[p] = EMPTY
         return h in self.seen
 
     @property
@@ -231,7 +234,7 @@ class Position:
                     break
         if self.seen is not None:
             for p in range(len(mask)):
-                if mask[p] and self._repeats(p):
+                if mask[p] and self._repeats(p, libs):
                     mask[p] = False  # positional superko
         return np.array(mask, dtype=bool)
 
