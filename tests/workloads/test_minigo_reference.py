@@ -55,7 +55,7 @@ def test_reference_recipe_is_the_v2_flags():
     )
     assert (r.num_readouts, r.fastplay_frequency, r.fastplay_readouts, r.virtual_losses) == (800, 0.75, 80, 4)
     assert (r.dirichlet_alpha, r.noise_mix, r.value_init_penalty, r.value_cost_weight) == (0.03, 0.3, 0.2, 0.5)
-    assert (r.window_generations, r.train_filter, r.eval_games, r.eval_readouts) == (5, 0.3, 100, 100)
+    assert (r.window_generations, r.train_filter, r.eval_games, r.eval_readouts) == (5, 0.3, 256, 100)
     assert r.min_selfplay_games_per_generation == 8192 and r.weight_decay == 1e-4
     assert REFERENCE.dry_run_only == "" and registry.benchmark("minigo").available_at("reference")
 
@@ -192,19 +192,22 @@ def test_search_batches_up_to_four_virtual_loss_leaves_of_every_game_per_call():
     roots = [ref.Node(HistoryPosition(9), cfg.max_game_moves) for _ in range(5)]
     ref.search(roots, [12] * 5, counting_evaluator(calls), cfg, np.random.default_rng(0), noise=[True] * 5)
     assert calls[0] == 5  # the roots, in one call
-    assert calls[1:] == [20, 20, 20]  # 4 leaves of each of the 5 games per round; 12 readouts = 4 + 4 + 4
-    assert all(r.n.sum() == 12 for r in roots)
+    # 4 leaves of each of the 5 games per round; the root's own evaluation is its first readout and the
+    # target (12) is checked before each leaf as the reference's SelectLeaves does: 1 + 4 + 4 + 4 = 13
+    assert calls[1:] == [20, 20, 20]
+    assert all(r.N == 13 and r.n.sum() == 12 for r in roots)
     assert all(not r.children[i].pending for r in roots for i in r.children)  # every virtual loss taken back
 
 
 def test_target_pruning_cuts_visits_to_what_their_action_score_justifies():
     root = ref.Node(HistoryPosition(9), 722)
     root.moves, root.prior = np.array([0, 1, 2]), np.array([0.5, 0.3, 0.2])
-    root.n, root.w, root.value = np.array([50.0, 30.0, 2.0]), np.array([5.0, -15.0, 0.0]), 0.0
-    # ReshapeFinalVisits by hand: U_scale = 2 (log((1 + 82 + 19652) / 19652) + 1.25) = 2.5084; the best
-    # move's score 0.1 + 2.5084 sqrt(83) 0.5 / 51 = 0.3240; a move keeps floor(U_scale P sqrt(82) / (0.3240 - Q))
-    # visits at most: move 1 (Q -0.5) floor(8.27) = 8, move 2 (Q 0) floor(14.0) = 14 > its 2 visits.
-    assert ref.prune_visits(root, 0.2).tolist() == [50.0, 8.0, 2.0]
+    # Q = w / (1 + n) = 0.1, -0.5, 0.0; the root's own N = 83 (its expansion and the 82 readouts below it)
+    root.n, root.w, root.N = np.array([50.0, 30.0, 2.0]), np.array([5.1, -15.5, 0.0]), 83
+    # ReshapeFinalVisits by hand: U_scale = 2 (log((1 + 83 + 19652) / 19652) + 1.25) = 2.5085; the best
+    # move's score 0.1 + 2.5085 sqrt(1 + 83) 0.5 / 51 = 0.3254; a move keeps floor(U_scale P sqrt(83) / (0.3254 - Q))
+    # visits at most: move 1 (Q -0.5) floor(8.31) = 8, move 2 (Q 0) floor(14.05) = 14 > its 2 visits.
+    assert ref.prune_visits(root).tolist() == [50.0, 8.0, 2.0]
 
 
 def test_self_play_records_full_moves_only_and_scores_every_game():

@@ -47,6 +47,11 @@ class MiniGoRecipe(Recipe):
     dirichlet_alpha: float
     temperature_moves: int
     eval_games: int
+    # The rules and the move filter (go.py). The v2.0 reference forbids positional superko and lets a player
+    # fill its own eyes (no eye rule in cc/position.cc); the mini scale was calibrated with simple ko and
+    # without own-eye moves, and keeps them (README.md, "Conformance").
+    positional_superko: bool = False
+    fill_own_eyes: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +69,8 @@ class ReferenceRecipe(MiniGoRecipe):
     ``eval.flags``'; ``train_filter`` and ``window_generations`` ``train_loop.flags``'; the learning
     rate, batch and L2 ``train.flags``'; ``value_cost_weight`` ``architecture.flags``'."""
 
+    positional_superko: bool = True  # cc/position.cc UpdateLegalMoves against the game's Zobrist hashes
+    fill_own_eyes: bool = True  # cc/position.cc: every legal point is a candidate (no eye rule)
     value_cost_weight: float = 0.5
     momentum: float = 0.9
     train_filter: float = 0.3  # the fraction of the window's examples sampled for each generation's training
@@ -81,6 +88,7 @@ class ReferenceRecipe(MiniGoRecipe):
     eval_readouts: int = 100
     bootstrap_checkpoint: str = ""  # "": <data-dir>/minigo/reference/bootstrap.safetensors
     target_checkpoint: str = ""  # "": <data-dir>/minigo/reference/target.safetensors
+    bootstrap_games: str = ""  # "": <data-dir>/minigo/reference/bootstrap_games.npz (bootstrap.py)
 
 
 MINI_RECIPE = MiniRecipe(
@@ -97,6 +105,8 @@ MINI_RECIPE = MiniRecipe(
     dirichlet_alpha=0.3,
     temperature_moves=8,
     eval_games=40,  # the screen: 20 openings x both colours
+    positional_superko=False,  # calibrated with simple ko (GNU Go's play enforces no more)
+    fill_own_eyes=False,  # calibrated with own-eye moves left out (games end once only eyes are left)
     eval_opponent="gnugo --level 0",
     opponent_level=0,
     opening_moves=3,  # 2-move openings are only 85 up to symmetry: too few for 120 distinct openings
@@ -118,7 +128,9 @@ REFERENCE_RECIPE = ReferenceRecipe(
     window_generations=5,
     dirichlet_alpha=0.03,
     temperature_moves=30,
-    eval_games=100,
+    # ml_perf/eval_models.py --num_games (default 256; the README's run command passes none); every published
+    # v2.0 minigo log has eval_games 256 (README.md, "Conformance")
+    eval_games=256,
 )
 
 # A reference smoke run (`--smoke`): the same code on two tiny generations (what changes is only sizes).

@@ -34,9 +34,14 @@ TARGET_FILE = "target.safetensors"
 def write_smoke_fixture(root: Path) -> str:
     """The reference smoke run's fixture: a bootstrap and a target model of the v2.0 network in the on-disk
     form trainperf reads (``convert``'s output: TF names and layouts in safetensors), with seeded random
-    weights and batch-norm statistics. Real games, training and evaluation run from them."""
+    weights and batch-norm statistics, and the bootstrap model's games of the smoke recipe (``bootstrap.py``).
+    Real games, training and evaluation run from them."""
+    import dataclasses
+
     import torch
 
+    from trainperf.workloads.minigo import REFERENCE_RECIPE, SMOKE_OVERRIDES
+    from trainperf.workloads.minigo.bootstrap import BOOTSTRAP_GAMES_FILE, write_bootstrap_games
     from trainperf.workloads.minigo.model import reference_gonet
     from trainperf.workloads.minigo.tfweights import reference_arrays, write_arrays
 
@@ -50,4 +55,10 @@ def write_smoke_fixture(root: Path) -> str:
             elif key.endswith("running_var"):
                 t.copy_(torch.rand(t.shape, generator=g) + 0.5)
         write_arrays(reference_arrays(model), root / name)
-    return f"{BOOTSTRAP_FILE} and {TARGET_FILE}: the v2.0 network (TF names and layouts), seeded random weights"
+        if name == BOOTSTRAP_FILE:
+            recipe = dataclasses.replace(REFERENCE_RECIPE, **SMOKE_OVERRIDES)
+            write_bootstrap_games(root / BOOTSTRAP_GAMES_FILE, model, recipe)
+    return (
+        f"{BOOTSTRAP_FILE} and {TARGET_FILE}: the v2.0 network (TF names and layouts), seeded random weights; "
+        f"{BOOTSTRAP_GAMES_FILE}: the bootstrap model's games of the smoke recipe"
+    )

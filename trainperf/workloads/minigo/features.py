@@ -32,14 +32,12 @@ class HistoryPosition(Position):
 
     __slots__ = ("history",)
 
-    def __init__(self, size: int, komi: float = 7.5) -> None:
-        super().__init__(size, komi)
+    def __init__(self, size: int, komi: float = 7.5, *, superko: bool = False) -> None:
+        super().__init__(size, komi, superko=superko)
         self.history: tuple[list[int], ...] = ()
 
     def copy(self) -> HistoryPosition:
-        p = HistoryPosition.__new__(HistoryPosition)
-        p.geo, p.size, p.stones, p.to_play = self.geo, self.size, self.stones[:], self.to_play
-        p.ko, p.passes, p.moves, p.komi = self.ko, self.passes, self.moves, self.komi
+        p = self._copy_into(HistoryPosition.__new__(HistoryPosition))
         p.history = self.history  # a tuple of boards never changed in place: shared, not copied
         return p
 

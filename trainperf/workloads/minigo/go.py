@@ -1,15 +1,16 @@
-"""A small Go engine: legal moves, captures, suicide, simple ko, passes and Tromp-Taylor area scoring.
+"""A small Go engine: legal moves, captures, suicide, ko, passes and Tromp-Taylor area scoring.
 
 Written for tree search on small boards, so the hot operations (copy, play, the legal-move mask) work on a
 flat Python list with precomputed neighbour tables: per-point list indexing is several times faster than
 numpy element access, and numpy is used where whole-board work pays (features, scoring).
 
-Rules (the ones GNU Go's GTP ``play`` enforces with ``--chinese-rules``): a stone without liberties after
-its own captures is suicide and illegal; **simple ko** (retaking a single stone that just captured a single
-stone) is illegal; positional superko is *not* checked (documented choice: GNU Go's ``play`` does not
-enforce it either, and long cycles are vanishingly rare in these short games). Two consecutive passes end
-the game; the score is Tromp-Taylor area: stones plus empty regions that reach only one colour, minus komi
-for Black.
+Rules: a stone without liberties after its own captures is suicide and illegal; **simple ko** (retaking a
+single stone that just captured a single stone) is illegal. **Positional superko** is checked when a
+position is made with ``superko=True``: a move may not recreate the stones of any earlier position of the
+game (whoever is to move), as the v2.0 reference's C++ engine does (``cc/position.cc`` ``UpdateLegalMoves``
+against the game's Zobrist hashes). Without it (the mini scale) only simple ko is enforced, the rules GNU
+Go's GTP ``play`` enforces with ``--chinese-rules``. Two consecutive passes end the game; the score is
+Tromp-Taylor area: stones plus empty regions that reach only one colour, minus komi for Black.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Geometry:
     size: int
     neighbors: tuple[tuple[int, ...], ...]
     diagonals: tuple[tuple[int, ...], ...]
+    zobrist: tuple[tuple[int, int, int], ...]  # per point: a random 64-bit key for (empty: 0, black, white)
 
     @classmethod
     def of(cls, size: int) -> Geometry:
@@ -55,11 +57,14 @@ class Geometry:
                         if 0 <= rr < size and 0 <= cc < size
                     )
                 )
-            _GEOMETRIES[size] = cls(size, tuple(nb), tuple(dg))
+            keys = np.random.default_rng(ZOBRIST_SEED + size).integers(1, 2**63, (size * size, 2), dtype=np.int64)
+            zobrist = tuple((0, int(b), int(w)) for b, w in keys)
+            _GEOMETRIES[size] = cls(size, tuple(nb), tuple(dg), zobrist)
         return _GEOMETRIES[size]
 
 
 _GEOMETRIES: dict[int, Geometry] = {}
+ZOBRIST_SEED = 20220428  # fixed keys: a position's hash is the same in every process
 
 
 def opponent(color: int) -> int:
@@ -67,11 +72,15 @@ def opponent(color: int) -> int:
 
 
 class Position:
-    """A Go position: stones, the player to move, the ko point, consecutive passes and move count."""
+    """A Go position: stones, the player to move, the ko point, consecutive passes and move count.
 
-    __slots__ = ("geo", "size", "stones", "to_play", "ko", "passes", "moves", "komi")
+    With ``superko=True`` it also keeps the Zobrist hash of its stones (``zhash``) and the hashes of every
+    position of the game so far, itself included (``seen``, a frozenset shared between copies: a move
+    makes a new one), and refuses a move that recreates one of them."""
 
-    def __init__(self, size: int, komi: float = 7.5) -> None:
+    __slots__ = ("geo", "size", "stones", "to_play", "ko", "passes", "moves", "komi", "zhash", "seen")
+
+    def __init__(self, size: int, komi: float = 7.5, *, superko: bool = False) -> None:
         self.geo = Geometry.of(size)
         self.size = size
         self.stones = [EMPTY] * (size * size)
@@ -80,12 +89,53 @@ class Position:
         self.passes = 0
         self.moves = 0
         self.komi = komi
+        self.zhash = 0  # the empty board's hash
+        self.seen: frozenset[int] | None = frozenset((0,)) if superko else None
 
-    def copy(self) -> Position:
-        p = Position.__new__(Position)
+    def _copy_into(self, p: Position) -> Position:
         p.geo, p.size, p.stones, p.to_play = self.geo, self.size, self.stones[:], self.to_play
         p.ko, p.passes, p.moves, p.komi = self.ko, self.passes, self.moves, self.komi
+        p.zhash, p.seen = self.zhash, self.seen
         return p
+
+    def copy(self) -> Position:
+        return self._copy_into(Position.__new__(Position))
+
+    @property
+    def superko(self) -> bool:
+        return self.seen is not None
+
+    def stone_hash(self) -> int:
+        """The Zobrist hash of the stones alone (not the player to move): positional superko's key."""
+        z = self.geo.zobrist
+        h = 0
+        for p, s in enumerate(self.stones):
+            if s != EMPTY:
+                h ^= z[p][s]
+        return h
+
+    def _repeats(self, p: int, libs: list[int] | None = None) -> bool:
+        """Whether playing ``p`` (legal but for superko) recreates an earlier position of the game; ``libs``
+        (the liberty table, when known) spares the flood fill of groups that keep a liberty."""
+        if self.seen is None:
+            return False
+        z, me, them, stones = self.geo.zobrist, self.to_play, opponent(self.to_play), self.stones
+        h = self.zhash ^ z[p][me]
+        around = [n for n in self.geo.neighbors[p] if stones[n] == them and (libs is None or libs[n] == 1)]
+        if around:
+            stones[p] = me  # try it: remove the opponent groups it captures from the hash
+            try:
+                done: set[int] = set()
+                for n in around:
+                    if n not in done:
+                        members, group_libs = self.group(n)
+                        done.update(members)
+                        if not group_libs:
+                            for q in members:
+                                h ^= z[q][them]
+            finally:
+                stones[p] = EMPTY
+        return h in self.seen
 
     @property
     def game_over(self) -> bool:
@@ -138,7 +188,7 @@ class Position:
             return True
         if self.stones[p] != EMPTY or p == self.ko:
             return False
-        return self._not_suicide(p, None)
+        return self._not_suicide(p, None) and not self._repeats(p)
 
     def _not_suicide(self, p: int, libs: list[int] | None) -> bool:
         stones, me = self.stones, self.to_play
@@ -182,6 +232,10 @@ class Position:
                 if t == EMPTY or (libs[n] > 1 if t == me else libs[n] == 1):
                     mask[p] = True  # a liberty, a friendly group that keeps one, or a capture
                     break
+        if self.seen is not None:
+            for p in range(len(mask)):
+                if mask[p] and self._repeats(p, libs):
+                    mask[p] = False  # positional superko
         return np.array(mask, dtype=bool)
 
     # --- playing ------------------------------------------------------------------------------------
@@ -199,6 +253,8 @@ class Position:
             raise IllegalMove(f"point {self.gtp(p)} is occupied")
         if p == self.ko:
             raise IllegalMove(f"{self.gtp(p)} retakes a ko")
+        if self._repeats(p):
+            raise IllegalMove(f"{self.gtp(p)} repeats an earlier position (positional superko)")
         stones[p] = me
         captured: list[int] = []
         for n in self.geo.neighbors[p]:
@@ -216,6 +272,12 @@ class Position:
         self.ko = captured[0] if len(captured) == 1 and len(members) == 1 and len(libs) == 1 else PASS
         self.passes = 0
         self.to_play = opponent(me)
+        if self.seen is not None:
+            z, h = self.geo.zobrist, self.zhash ^ self.geo.zobrist[p][me]
+            for q in captured:
+                h ^= z[q][opponent(me)]
+            self.zhash = h
+            self.seen = self.seen | {h}
 
     # --- scoring ------------------------------------------------------------------------------------
     def area(self) -> tuple[int, int]:
@@ -278,8 +340,9 @@ class Position:
         return "\n".join(rows)
 
 
-def from_diagram(diagram: str, *, to_play: int = BLACK, komi: float = 7.5) -> Position:
-    """A position from rows of ``X`` (black), ``O`` (white) and ``.`` (empty), top row first."""
+def from_diagram(diagram: str, *, to_play: int = BLACK, komi: float = 7.5, superko: bool = False) -> Position:
+    """A position from rows of ``X`` (black), ``O`` (white) and ``.`` (empty), top row first (with
+    ``superko``: a game whose only earlier position is this one)."""
     rows = [r.strip().replace(" ", "") for r in diagram.strip().splitlines() if r.strip()]
     pos = Position(len(rows), komi)
     for r, row in enumerate(rows):
@@ -288,9 +351,13 @@ def from_diagram(diagram: str, *, to_play: int = BLACK, komi: float = 7.5) -> Po
         for c, ch in enumerate(row):
             pos.stones[r * pos.size + c] = {".": EMPTY, "X": BLACK, "O": WHITE}[ch]
     pos.to_play = to_play
+    if superko:
+        pos.zhash = pos.stone_hash()
+        pos.seen = frozenset((pos.zhash,))
     return pos
 
 
-def playout_moves(pos: Position) -> np.ndarray:
-    """The moves a player considers: legal and not filling its own one-point eye (empty: it must pass)."""
-    return np.flatnonzero(pos.legal_mask(allow_eye_fill=False))
+def playout_moves(pos: Position, *, fill_own_eyes: bool = False) -> np.ndarray:
+    """The points a player considers: the legal ones, without those filling its own one-point eye unless
+    ``fill_own_eyes`` (the v2.0 reference has no eye rule: every legal point). Empty: it must pass."""
+    return np.flatnonzero(pos.legal_mask(allow_eye_fill=fill_own_eyes))

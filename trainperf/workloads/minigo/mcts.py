@@ -32,6 +32,8 @@ class SearchConfig:
     dirichlet_alpha: float = 0.3  # root noise in self-play (MiniGo: 0.03 on 19x19, ~10 / legal moves)
     noise_mix: float = 0.25  # MiniGo's noise mix
     max_moves: int = 0  # 0: 3 * N * N
+    superko: bool = False  # the recipe's positional_superko (self-play games; the mini keeps simple ko)
+    fill_own_eyes: bool = False  # the recipe's fill_own_eyes (the mini leaves own-eye moves out)
 
 
 def features(positions: Sequence[Position]) -> np.ndarray:
@@ -70,8 +72,8 @@ class Node:
         self.moves: np.ndarray | None = None  # candidate moves once expanded
         self.children: dict[int, Node] = {}
 
-    def expand(self, priors: np.ndarray) -> None:
-        moves = playout_moves(self.pos)
+    def expand(self, priors: np.ndarray, fill_own_eyes: bool = False) -> None:
+        moves = playout_moves(self.pos, fill_own_eyes=fill_own_eyes)
         if len(moves) == 0:
             moves = np.array([PASS])
         actions = np.where(moves == PASS, self.pos.size * self.pos.size, moves)
@@ -113,7 +115,7 @@ def search(roots: Sequence[Node], evaluate: Evaluator, cfg: SearchConfig, rng: n
     if fresh:
         priors, _ = evaluate([r.pos for r in fresh])
         for r, p in zip(fresh, priors, strict=True):
-            r.expand(p)
+            r.expand(p, cfg.fill_own_eyes)
     if rng is not None:
         for r in roots:
             if len(r.moves) > 1:
@@ -135,7 +137,7 @@ def search(roots: Sequence[Node], evaluate: Evaluator, cfg: SearchConfig, rng: n
         if leaves:
             priors, values = evaluate([n.pos for n in leaves])
             for node, path, p, v in zip(leaves, paths, priors, values, strict=True):
-                node.expand(p)
+                node.expand(p, cfg.fill_own_eyes)
                 _backup(path, float(v))
 
 
@@ -192,7 +194,7 @@ def self_play(
     """Play ``games`` games of the network against itself, all advancing together (one batch per playout)."""
     rng = np.random.default_rng(seed)
     max_moves = _max_moves(cfg, size)
-    roots = [Node(Position(size, komi), max_moves) for _ in range(games)]
+    roots = [Node(Position(size, komi, superko=cfg.superko), max_moves) for _ in range(games)]
     records: list[list[tuple[Position, np.ndarray]]] = [[] for _ in range(games)]
     active = list(range(games))
     while active:

@@ -3,18 +3,26 @@
 Written after the v2.0 C++ self-play (``cc/concurrent_selfplay.cc``, ``cc/mcts_tree.cc``, ``cc/eval.cc``)
 and its flags (``ml_perf/flags/19/selfplay.flags``, ``eval.flags``), in Python over our Go engine:
 
+- **Rules**: positional superko (``superko``) and every legal point a candidate, own eyes included
+  (``fill_own_eyes``), as ``cc/position.cc``; pass is always a candidate.
 - **PUCT** with MiniGo's exploration scale ``U_scale = 2 (log((1 + N + 19652) / 19652) + 1.25)`` and
-  ``U = U_scale sqrt(max(1, N - 1)) P / (1 + n)``; an unvisited child starts at the parent's value minus
-  ``value_init_penalty`` (0.2, first-play urgency), clamped to [-1, 1].
+  ``U = U_scale sqrt(max(1, N - 1)) P / (1 + n)``, N the node's own visits; ``Q = w / (1 + n)`` with every
+  move's ``w`` starting at the node's value minus ``value_init_penalty`` (0.2), clamped to [-1, 1]
+  (``MctsNode::child_Q`` and ``IncorporateResults``): an unvisited move's Q is that first-play value.
 - **Virtual loss**: each round selects up to ``virtual_losses`` (4) leaves in every tree, each path
-  counting as a visit that lost until its leaf is evaluated, so one round gathers up to 4 leaves per game.
+  carrying a lost value (on ``w``, not a visit: ``AddVirtualLoss``) until its leaf is evaluated, so one
+  round gathers up to 4 leaves per game.
+- **Tree reuse**: the chosen move's subtree is the next root and a search adds its readouts to the visits
+  it already has; before a full move (fast moves on) the tree starts afresh (``ClearSubtrees``). In
+  evaluation each side keeps its own tree through the game.
 - **Batched inference across games**: each round evaluates the leaves of *all* games in one network call
   (on the run's device), each leaf under a random board symmetry (the reference's inference symmetry).
 - **Playout-cap randomisation** (``fastplay_frequency`` 0.75): a move is a fast move with that probability:
   ``fastplay_readouts`` (80) readouts, no noise, not a training example; otherwise ``num_readouts`` (800)
   readouts with Dirichlet noise (alpha 0.03, mix 0.3) at the root, and a training example whose policy is
   the visits after **target pruning** (``ReshapeFinalVisits``: a move's visits are cut to what its action
-  score justifies against the best move's).
+  score justifies against the best move's), raised to 0.98 before the soft-pick cutoff
+  (``CalculateSearchPi``). A game's first move is a full move.
 - **Moves**: for the first ``soft_pick_cutoff`` (30) moves, a point drawn with probability proportional to
   visits^0.98 (``policy_softmax_temp``); then the most visited move.
 - **Resignation**: each game draws its threshold uniformly from [``min_resign_threshold``,
@@ -22,8 +30,8 @@ and its flags (``ml_perf/flags/19/selfplay.flags``, ``eval.flags``), in Python o
   resigns when its root value falls below the threshold.
 - **Evaluation** (``eval.flags``): 100 readouts, no noise, no soft pick, no resignation.
 
-Games end by two passes (Tromp-Taylor score), resignation, or the move cap. Each move searches a fresh
-tree (README: the reference reuses the subtree between fast moves).
+Games end by two passes (Tromp-Taylor score), resignation, or the move cap (the reference's pass-alive
+rules are not made here: README.md, "Conformance").
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ Evaluator = Callable[[Sequence[Position], np.ndarray], tuple[np.ndarray, np.ndar
 
 @dataclass(frozen=True, kw_only=True)
 class SearchConfig:
+    superko: bool = True  # positional superko (cc/position.cc)
+    fill_own_eyes: bool = True  # every legal point is a candidate (the reference has no eye rule)
     num_readouts: int = 800
     fastplay_frequency: float = 0.75
     fastplay_readouts: int = 80
@@ -104,61 +114,100 @@ def network_evaluator(model: torch.nn.Module, device: torch.device | str = "cpu"
 
 # --- the tree ---------------------------------------------------------------------------------------------
 class Node:
-    __slots__ = ("pos", "terminal", "moves", "prior", "n", "w", "children", "value", "pending")
+    """A search node, with the v2.0 tree's statistics (``cc/mcts_tree.h``, ``mcts_tree.cc``).
 
-    def __init__(self, pos: Position, max_moves: int) -> None:
+    ``N`` is the node's own visit count (its expansion and every readout through it) and ``W`` their value
+    sum for its player to move; ``n[i]``, ``w[i]`` are move i's. When a node is expanded every move's ``w``
+    starts at the first-play value (the node's network value minus ``value_init_penalty``, clamped to
+    [-1, 1]), so a move's action value is ``Q = w / (1 + n)``: the first-play value for an unvisited move,
+    and the first-play value counted as one more visit after it (``child_Q``); a child's own ``W`` starts
+    at that value too, from its player's side."""
+
+    __slots__ = (
+        "pos",
+        "terminal",
+        "moves",
+        "index",
+        "prior",
+        "n",
+        "w",
+        "children",
+        "value",
+        "fpu",
+        "pending",
+        "N",
+        "W",
+    )
+
+    def __init__(self, pos: Position, max_moves: int, first_play: float = 0.0) -> None:
         self.pos = pos
         self.terminal = pos.game_over or pos.moves >= max_moves
         self.moves: np.ndarray | None = None  # candidate moves once expanded (PASS always among them)
         self.children: dict[int, Node] = {}
         self.value = 0.0  # the network's value for the player to move here
         self.pending = False  # queued for evaluation in this round
+        self.N = 0
+        self.W = first_play
 
-    def expand(self, priors: np.ndarray, value: float) -> None:
-        points = playout_moves(self.pos)
+    def expand(self, priors: np.ndarray, value: float, cfg: SearchConfig) -> None:
+        points = playout_moves(self.pos, fill_own_eyes=cfg.fill_own_eyes)
         moves = np.append(points, PASS)
         size = self.pos.size
         actions = np.where(moves == PASS, size * size, moves)
         p = priors[actions].astype(np.float64) + 1e-8
         self.moves, self.prior = moves, p / p.sum()
-        self.n = np.zeros(len(moves))
-        self.w = np.zeros(len(moves))
+        self.index = {int(m): i for i, m in enumerate(moves)}
         self.value = value
+        self.fpu = min(1.0, max(-1.0, value - cfg.value_init_penalty))
+        self.n = np.zeros(len(moves))
+        self.w = np.full(len(moves), self.fpu)
 
     def terminal_value(self) -> float:
         black_wins = self.pos.score() > 0
         return 1.0 if black_wins == (self.pos.to_play == BLACK) else -1.0
 
-    def action_scores(self, penalty: float) -> np.ndarray:
-        n, total = self.n, self.n.sum()
-        fpu = min(1.0, max(-1.0, self.value - penalty))
-        q = np.where(n > 0, self.w / np.maximum(n, 1), fpu)
-        u_scale = 2.0 * (math.log((1.0 + total + UCT_BASE) / UCT_BASE) + UCT_INIT)
-        return q + u_scale * math.sqrt(max(1.0, total - 1.0)) * self.prior / (1 + n)
+    def action_scores(self) -> np.ndarray:
+        """``Q + U`` of every move: ``U = U_scale sqrt(max(1, N - 1)) P / (1 + n)``, N the node's visits."""
+        u_scale = 2.0 * (math.log((1.0 + self.N + UCT_BASE) / UCT_BASE) + UCT_INIT)
+        return self.w / (1 + self.n) + u_scale * math.sqrt(max(1.0, self.N - 1.0)) * self.prior / (1 + self.n)
 
     def child(self, i: int, max_moves: int) -> Node:
         node = self.children.get(i)
         if node is None:
             pos = self.pos.copy()
             pos.play(int(self.moves[i]))
-            node = self.children[i] = Node(pos, max_moves)
+            node = self.children[i] = Node(pos, max_moves, -self.fpu)
+        return node
+
+    def advance(self, move: int, max_moves: int) -> Node:
+        """The root after ``move`` (tree reuse, ``MctsTree::PlayMove``): its subtree when the search has one,
+        else a fresh node; the rest of this tree is dropped."""
+        if self.moves is not None and move in self.index:
+            node = self.child(self.index[move], max_moves)
+        else:
+            pos = self.pos.copy()
+            pos.play(move)
+            node = Node(pos, max_moves)
+        self.children = {}
         return node
 
     def q(self) -> float:
-        """The root's value for its player to move: the visits' mean, or the network's before any visit."""
-        total = self.n.sum()
-        return float(self.w.sum() / total) if total else self.value
+        """The node's value for its player to move, ``W / (1 + N)`` (``MctsNode::Q_perspective``)."""
+        return float(self.W / (1 + self.N))
 
 
-def _backup(path: list[tuple[Node, int]], value: float, virtual: bool) -> None:
-    """``value`` is for the leaf's player to move; a virtual visit (a loss) is taken back first."""
+def _backup(leaf: Node, path: list[tuple[Node, int]], value: float, virtual: bool) -> None:
+    """``value`` is for the leaf's player to move; a virtual loss (on ``w`` only) is taken back first."""
+    leaf.N += 1
+    leaf.W += value
     for node, i in reversed(path):
         value = -value
         if virtual:
-            node.n[i] -= 1
             node.w[i] += 1.0
         node.n[i] += 1
         node.w[i] += value
+        node.N += 1
+        node.W += value
 
 
 def search(
@@ -169,12 +218,16 @@ def search(
     rng: np.random.Generator,
     noise: Sequence[bool],
 ) -> None:
-    """Grow every root's tree until it has ``readouts[g]`` visits (all games' leaves batched per round)."""
+    """Add ``readouts[g]`` readouts to every root's tree (all games' leaves batched per round). A root that
+    a previous move's search grew keeps its visits (``target_readouts = N + readouts``); a fresh root's
+    own evaluation is its first readout."""
+    targets = [r.N + k for r, k in zip(roots, readouts, strict=True)]
     fresh = [r for r in roots if r.moves is None and not r.terminal]
     if fresh:
         priors, values = evaluate([r.pos for r in fresh], rng.integers(0, 8, len(fresh)))
         for r, p, v in zip(fresh, priors, values, strict=True):
-            r.expand(p, float(v))
+            r.expand(p, float(v), cfg)
+            _backup(r, [], float(v), virtual=False)
     for r, add_noise in zip(roots, noise, strict=True):
         if add_noise and r.moves is not None and len(r.moves) > 1:
             r.prior = (1 - cfg.noise_mix) * r.prior + cfg.noise_mix * rng.dirichlet(
@@ -184,24 +237,23 @@ def search(
     while True:
         leaves: list[Node] = []
         paths: list[list[tuple[Node, int]]] = []
-        for root, target in zip(roots, readouts, strict=True):
+        for root, target in zip(roots, targets, strict=True):
             if root.terminal or root.moves is None:
                 continue
             for _ in range(cfg.virtual_losses):
-                if root.n.sum() >= target:
+                if root.N >= target:
                     break
                 node, path = root, []
                 while node.moves is not None and not node.terminal and not node.pending:
-                    i = int(np.argmax(node.action_scores(cfg.value_init_penalty)))
+                    i = int(np.argmax(node.action_scores()))
                     path.append((node, i))
                     node = node.child(i, max_moves)
                 if node.terminal:
-                    _backup(path, node.terminal_value(), virtual=False)
+                    _backup(node, path, node.terminal_value(), virtual=False)
                     continue
                 if node.pending:  # a leaf already queued this round: the round ends for this game
                     break
-                for n, i in path:  # virtual loss: a visit that lost, until the leaf's value arrives
-                    n.n[i] += 1
+                for n, i in path:  # virtual loss (AddVirtualLoss): a lost value on w, not a visit
                     n.w[i] -= 1.0
                 node.pending = True
                 leaves.append(node)
@@ -211,30 +263,33 @@ def search(
         priors, values = evaluate([n.pos for n in leaves], rng.integers(0, 8, len(leaves)))
         for node, path, p, v in zip(leaves, paths, priors, values, strict=True):
             node.pending = False
-            node.expand(p, float(v))
-            _backup(path, float(v), virtual=True)
+            node.expand(p, float(v), cfg)
+            _backup(node, path, float(v), virtual=True)
 
 
-def prune_visits(root: Node, penalty: float) -> np.ndarray:
+def prune_visits(root: Node) -> np.ndarray:
     """``ReshapeFinalVisits``: each move's visits cut to the fewest that keep its action score below the
     best move's (the best move keeps all of its visits)."""
     n = root.n.copy()
     best = int(np.argmax(n))
-    total = n.sum()
-    u_scale = 2.0 * (math.log((1.0 + total + UCT_BASE) / UCT_BASE) + UCT_INIT)
-    u_common = u_scale * math.sqrt(1.0 + total)
-    q = np.where(n > 0, root.w / np.maximum(n, 1), min(1.0, max(-1.0, root.value - penalty)))
+    u_scale = 2.0 * (math.log((1.0 + root.N + UCT_BASE) / UCT_BASE) + UCT_INIT)
+    u_common = u_scale * math.sqrt(1.0 + root.N)
+    q = root.w / (1 + n)
     best_score = q[best] + u_common * root.prior[best] / (1 + n[best])
     gap = best_score - q
     with np.errstate(divide="ignore", invalid="ignore"):
-        needed = np.where(gap > 0, np.floor(u_scale * root.prior * math.sqrt(total) / gap), 0.0)
+        needed = np.where(gap > 0, np.floor(u_scale * root.prior * math.sqrt(root.N) / gap), 0.0)
     out = np.clip(np.minimum(n, needed), 0, None)
     out[best] = n[best]
     return out
 
 
-def search_policy(root: Node, visits: np.ndarray) -> np.ndarray:
+def search_policy(root: Node, visits: np.ndarray, cfg: SearchConfig | None = None) -> np.ndarray:
+    """The training target (``CalculateSearchPi``): the visits, raised to ``policy_softmax_temp`` before
+    the soft-pick cutoff (as the soft pick squashes them), normalized."""
     size = root.pos.size
+    if cfg is not None and root.pos.moves < cfg.soft_pick_cutoff:
+        visits = visits**cfg.policy_softmax_temp
     pi = np.zeros(size * size + 1, dtype=np.float32)
     actions = np.where(root.moves == PASS, size * size, root.moves)
     pi[actions] = visits / max(visits.sum(), 1)
@@ -249,10 +304,6 @@ def pick(root: Node, cfg: SearchConfig, rng: np.random.Generator | None) -> int:
             return int(rng.choice(len(weights), p=weights / weights.sum()))
         return int(np.flatnonzero(root.moves == PASS)[0])
     return int(np.argmax(root.n))
-
-
-def _over(pos: Position, cfg: SearchConfig) -> bool:
-    return pos.game_over or pos.moves >= cfg.max_game_moves
 
 
 # --- self-play --------------------------------------------------------------------------------------
@@ -270,35 +321,47 @@ class Games:
 
 
 def self_play(evaluate: Evaluator, *, games: int, size: int, komi: float, cfg: SearchConfig, seed: int) -> Games:
-    """``games`` games of the network against itself, advancing together (one batch per search round)."""
+    """``games`` games of the network against itself, advancing together (one batch per search round).
+
+    As ``cc/concurrent_selfplay.cc``: a game's first move is a full move; after each move the next is a
+    fast one with probability ``fastplay_frequency``. The chosen move's subtree is the next root (tree
+    reuse), except before a full move when fast moves are on, whose search starts from a fresh root
+    (``ClearSubtrees``)."""
     rng = np.random.default_rng(seed)
     thresholds = rng.uniform(cfg.min_resign_threshold, cfg.max_resign_threshold, games)
     resign_on = rng.random(games) >= cfg.disable_resign_pct
-    positions = [HistoryPosition(size, komi) for _ in range(games)]
+    max_moves = cfg.max_game_moves
+    roots = [Node(HistoryPosition(size, komi, superko=cfg.superko), max_moves) for _ in range(games)]
+    full = [True] * games
     records: list[list[tuple[Position, np.ndarray]]] = [[] for _ in range(games)]
     winner: list[int | None] = [None] * games  # set on resignation
     active = [g for g in range(games)]
     moves = 0
     while active:
-        full = [bool(rng.random() >= cfg.fastplay_frequency) for _ in active]
-        roots = [Node(positions[g], cfg.max_game_moves) for g in active]
-        readouts = [cfg.num_readouts if f else cfg.fastplay_readouts for f in full]
-        search(roots, readouts, evaluate, cfg, rng, noise=full)
+        readouts = [cfg.num_readouts if full[g] else cfg.fastplay_readouts for g in active]
+        search([roots[g] for g in active], readouts, evaluate, cfg, rng, noise=[full[g] for g in active])
         still = []
-        for g, root, is_full in zip(active, roots, full, strict=True):
+        for g in active:
+            root = roots[g]
             if resign_on[g] and root.q() < thresholds[g]:
                 winner[g] = WHITE if root.pos.to_play == BLACK else BLACK
                 continue
-            if is_full:
-                visits = prune_visits(root, cfg.value_init_penalty) if cfg.target_pruning else root.n
-                records[g].append((root.pos, search_policy(root, visits)))
-            nxt = root.pos.copy()
-            nxt.play(int(root.moves[pick(root, cfg, rng)]))
+            i = pick(root, cfg, rng)
+            if full[g]:
+                visits = prune_visits(root) if cfg.target_pruning else root.n
+                records[g].append((root.pos, search_policy(root, visits, cfg)))
+                if i in root.children:  # the pruned visits stay on the reused edge, as in the reference
+                    root.children[i].N = int(visits[i])
+            roots[g] = root.advance(int(root.moves[i]), max_moves)
             moves += 1
-            positions[g] = nxt
-            if not _over(nxt, cfg):
-                still.append(g)
+            if roots[g].terminal:
+                continue
+            full[g] = not (cfg.fastplay_frequency > 0 and rng.random() < cfg.fastplay_frequency)
+            if full[g] and cfg.fastplay_frequency > 0:
+                roots[g] = Node(roots[g].pos, max_moves)  # ClearSubtrees before a full move
+            still.append(g)
         active = still
+    positions = [r.pos for r in roots]
     feats, pols, outs, black_wins = [], [], [], 0
     for g in range(games):
         black_won = winner[g] == BLACK if winner[g] is not None else positions[g].score() > 0
@@ -350,22 +413,29 @@ def play_match(
     games differ through the random inference symmetries."""
     rng = np.random.default_rng(seed)
     our_color = [BLACK if g % 2 == 0 else WHITE for g in range(games)]
-    positions = [HistoryPosition(size, komi) for _ in range(games)]
+    max_moves = cfg.max_game_moves
+    trees = {  # each side keeps its own tree through the game (MctsPlayer::PlayMove / PlayOpponentsMove)
+        side: [Node(HistoryPosition(size, komi, superko=cfg.superko), max_moves) for _ in range(games)]
+        for side in (True, False)
+    }
     active = list(range(games))
     while active:
         for side, evaluate in ((True, ours), (False, theirs)):
             turn = [
-                g for g in active if not _over(positions[g], cfg) and (positions[g].to_play == our_color[g]) == side
+                g
+                for g in active
+                if not trees[side][g].terminal and (trees[side][g].pos.to_play == our_color[g]) == side
             ]
             if not turn:
                 continue
-            roots = [Node(positions[g], cfg.max_game_moves) for g in turn]
+            roots = [trees[side][g] for g in turn]
             search(roots, [readouts] * len(turn), evaluate, cfg, rng, noise=[False] * len(turn))
             for g, root in zip(turn, roots, strict=True):
-                nxt = root.pos.copy()
-                nxt.play(int(root.moves[pick(root, cfg, None)]))
-                positions[g] = nxt
-        active = [g for g in active if not _over(positions[g], cfg)]
+                move = int(root.moves[pick(root, cfg, None)])
+                trees[side][g] = root.advance(move, max_moves)
+                trees[not side][g] = trees[not side][g].advance(move, max_moves)
+        active = [g for g in active if not trees[True][g].terminal]
+    positions = [trees[True][g].pos for g in range(games)]
     result = MatchResult(games=games)
     for g in range(games):
         we_won = (positions[g].score() > 0) == (our_color[g] == BLACK)

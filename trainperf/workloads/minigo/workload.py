@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from trainperf import seeds
 from trainperf.errors import UsageError
 from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
-from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, mcts
+from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, bootstrap, mcts
 from trainperf.workloads.minigo import reference_search as ref
 from trainperf.workloads.minigo.data import BOOTSTRAP_FILE, TARGET_FILE
 from trainperf.workloads.minigo.model import mini_gonet, reference_gonet
@@ -65,38 +65,33 @@ class MiniGoWorkload(Workload):
             raise UsageError("minigo: lr_rates needs exactly one more value than lr_boundaries")
         self.size = self.recipe.board_size
         self.reference = spec.scale == "reference"
-        self.search_cfg = mcts.SearchConfig(playouts=r.num_readouts, dirichlet_alpha=r.dirichlet_alpha)
+        self.search_cfg = mcts.SearchConfig(
+            playouts=r.num_readouts,
+            dirichlet_alpha=r.dirichlet_alpha,
+            superko=r.positional_superko,
+            fill_own_eyes=r.fill_own_eyes,
+        )
         if self.reference:
-            self.ref_cfg = ref.SearchConfig(
-                num_readouts=r.num_readouts,
-                fastplay_frequency=r.fastplay_frequency,
-                fastplay_readouts=r.fastplay_readouts,
-                virtual_losses=r.virtual_losses,
-                dirichlet_alpha=r.dirichlet_alpha,
-                noise_mix=r.noise_mix,
-                value_init_penalty=r.value_init_penalty,
-                target_pruning=r.target_pruning,
-                policy_softmax_temp=r.policy_softmax_temp,
-                soft_pick_cutoff=r.temperature_moves,
-                min_resign_threshold=r.min_resign_threshold,
-                max_resign_threshold=r.max_resign_threshold,
-                disable_resign_pct=r.disable_resign_pct,
-                max_game_moves=r.max_game_moves,
-            )
+            self.ref_cfg = bootstrap.search_config(r)
         self.window: list[Any] = []  # the newest generations' games, oldest first
         self._pool = None
         self.target_model: torch.nn.Module | None = None
         self.bootstrap_model: torch.nn.Module | None = None
         self._evaluations = 0  # the reference's evaluations so far: each draws its own inference symmetries
+        self.bootstrap_games: ref.Games | None = None  # the reference's generation 1: read by load_data()
 
     # --- set-up (untimed) -----------------------------------------------------------------------------
     def prepare(self) -> None:
-        """mini: check GNU Go and start the self-play workers. reference: read the bootstrap and target models."""
+        """mini: check GNU Go and start the self-play workers. reference: read the bootstrap and target
+        models and check the bootstrap generation's games file (``bootstrap.py``)."""
         r = self.recipe
         if self.reference:
             # Both models read (names, shapes, values checked) before the clock; self-play runs in this
             # process, batched on the run's device: no worker pool.
             folder = self.data_dir / "minigo" / "reference"
+            bootstrap.check_bootstrap_games(
+                self._bootstrap_games_path, size=self.size, games=r.min_selfplay_games_per_generation
+            )
             self.bootstrap_model = reference_gonet()
             load_reference_weights(
                 self.bootstrap_model,
@@ -116,6 +111,17 @@ class MiniGoWorkload(Workload):
         ctx = multiprocessing.get_context("fork")
         self._pool = ctx.Pool(self.workers, initializer=_init_worker)
         self._pool.map(_ping, range(self.workers))
+
+    @property
+    def _bootstrap_games_path(self) -> Path:
+        folder = self.data_dir / "minigo" / "reference"
+        return Path(self.recipe.bootstrap_games or folder / bootstrap.BOOTSTRAP_GAMES_FILE)
+
+    def load_data(self) -> None:
+        """reference, on the clock: read the bootstrap generation's games (the v2.0 loop reads the
+        checkpoint's games on the clock too); generation 1 trains on them without self-play."""
+        if self.reference:
+            self.bootstrap_games = bootstrap.read_bootstrap_games(self._bootstrap_games_path, size=self.size)
 
     def close(self) -> None:
         """Terminate the self-play workers (idempotent)."""
@@ -184,6 +190,9 @@ class MiniGoWorkload(Workload):
         }
         if self.reference:  # self-play plays exactly the recipe's games, in this process
             out["actual_selfplay_games_per_generation"] = self.recipe.min_selfplay_games_per_generation
+            if self.bootstrap_games is not None:  # logged beside: the games generation 1 trains on
+                out["trainperf_bootstrap_games"] = self.bootstrap_games.games
+                out["trainperf_bootstrap_examples"] = len(self.bootstrap_games.outcome)
             out |= {k: values[k] for k in REFERENCE_DETAILS}
         else:
             out["actual_selfplay_games_per_generation"] = self._games_per_worker * self.workers
@@ -204,7 +213,12 @@ class MiniGoWorkload(Workload):
         """Self-play of ``generation`` with ``model`` (the window update), then its training batches."""
         r = self.recipe
         if self.reference:
-            self.window = [*self.window, self._reference_self_play(model, generation)][-r.window_generations :]
+            # Generation 1 trains on the bootstrap games, played before any run as the v2.0 checkpoint's
+            # are; every later generation plays with the model the generation before trained.
+            games, self.bootstrap_games = self.bootstrap_games, None
+            if games is None or generation != 1:
+                games = self._reference_self_play(model, generation)
+            self.window = [*self.window, games][-r.window_generations :]
             yield from self._reference_batches(generation)
             return
         self.window = [*self.window, self._self_play(model, generation)][-r.window_generations :]
@@ -337,7 +351,7 @@ class MiniGoWorkload(Workload):
                 "white_wins": match.wins - match.black_wins,
                 "white_games": match.games - match.black_games,
             }
-        cfg = mcts.SearchConfig(playouts=r.num_readouts)
+        cfg = mcts.SearchConfig(playouts=r.num_readouts, fill_own_eyes=r.fill_own_eyes)  # GNU Go: simple ko
         state = worker_state(model)
         screen = self._gnugo_match(state, cfg, r.eval_games, first_opening=0)
         out = {"win_rate": screen.win_rate, "screen_win_rate": screen.win_rate, "screen_games": screen.games}
