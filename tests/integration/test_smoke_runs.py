@@ -83,8 +83,9 @@ def test_maskrcnn_smoke_run_loads_r50_pkl_trains_evaluates_and_fails_ruleset_2_o
 
 def test_minigo_smoke_run_self_plays_two_generations_from_the_bootstrap_and_plays_the_target(tmp_path):
     # The fixture: the v2.0 network's bootstrap and target models in the file trainperf reads (TF names
-    # and layouts in safetensors, as the converter writes them); two generations of real self-play with
-    # the v2.0 search and real training steps, then real evaluation games against the target model.
+    # and layouts in safetensors, as the converter writes them) and a few bootstrap games (bootstrap.py's file);
+    # a first generation trained on the bootstrap games, then real self-play with the v2.0 search and real
+    # training steps, then real evaluation games against the target model.
     from trainperf.rules.compliance import TARGET_PROBLEM, check_log
 
     out = tmp_path / "o"
