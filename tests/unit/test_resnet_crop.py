@@ -141,11 +141,11 @@ def test_a_crop_is_drawn_again_until_it_fits_and_the_whole_image_after_100_failu
 
 
 def test_tf1_bilinear_resize_samples_at_i_times_in_over_out_without_half_pixel_centers():
-    ramp = torch.arange(4, dtype=torch.uint8).reshape(1, 4, 1)
+    ramp = torch.arange(4, dtype=torch.uint8).reshape(1, 1, 4)
     assert data.tf1_resize_bilinear(ramp, (1, 2)).flatten().tolist() == [0.0, 2.0]  # not [0.5, 2.5]
     up = data.tf1_resize_bilinear(ramp, (1, 8)).flatten().tolist()
     assert up == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.0]  # the last input pixel repeats at the edge
-    column = torch.tensor([0, 100], dtype=torch.uint8).reshape(2, 1, 1)
+    column = torch.tensor([0, 100], dtype=torch.uint8).reshape(1, 2, 1)
     assert data.tf1_resize_bilinear(column, (4, 1)).flatten().tolist() == [0.0, 50.0, 100.0, 100.0]
 
 

@@ -255,34 +255,45 @@ def distorted_box_window(
     return 0, 0, height, width
 
 
-def tf1_resize_bilinear(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """Resize an (H, W, C) image to ``size`` = (height, width) as the reference does, float32 out.
+def tf1_resize_bilinear(
+    image: torch.Tensor, size: tuple[int, int], *, rows: slice = slice(None), cols: slice = slice(None)
+) -> torch.Tensor:
+    """Resize a (C, H, W) image to ``size`` = (height, width) as the reference does, float32 out.
 
     ``tf.compat.v1.image.resize(method=BILINEAR, align_corners=False)``: output pixel i samples the input at
     i * (in / out) (no half-pixel offset, so the grid is anchored at the top-left corner), interpolating
-    between floor and the next pixel (clamped at the last), without antialiasing.
+    between floor and the next pixel (clamped at the last), without antialiasing; along each row first, then
+    between rows, as TensorFlow's kernel computes it. ``rows``, ``cols``: compute only that part of the output
+    (a crop of the resized image, without resizing the rest).
     """
     out_h, out_w = size
-    in_h, in_w = image.shape[0], image.shape[1]
-    x = image.to(torch.float32)
+    in_h, in_w = image.shape[1], image.shape[2]
 
-    def axis(n_in: int, n_out: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        pos = torch.arange(n_out, dtype=torch.float32) * np.float32(n_in / n_out)
+    def axis(n_in: int, n_out: int, part: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        pos = torch.arange(n_out, dtype=torch.float32)[part] * np.float32(n_in / n_out)
         lower = pos.floor()
         upper = torch.minimum(pos.ceil(), torch.tensor(float(n_in - 1)))
         return lower.long(), upper.long(), pos - lower
 
-    y0, y1, wy = axis(in_h, out_h)
-    x0, x1, wx = axis(in_w, out_w)
-    wx = wx[None, :, None]
-    top = x[y0][:, x0] + (x[y0][:, x1] - x[y0][:, x0]) * wx
-    bottom = x[y1][:, x0] + (x[y1][:, x1] - x[y1][:, x0]) * wx
-    return top + (bottom - top) * wy[:, None, None]
+    y0, y1, wy = axis(in_h, out_h, rows)
+    x0, x1, wx = axis(in_w, out_w, cols)
+    # the four neighbours of every output pixel, gathered from the 8-bit image before any arithmetic
+    upper, lower = image.index_select(1, y0), image.index_select(1, y1)
+    tl, tr = upper.index_select(2, x0).float(), upper.index_select(2, x1).float()
+    bl, br = lower.index_select(2, x0).float(), lower.index_select(2, x1).float()
+    top = tl + (tr - tl) * wx
+    bottom = bl + (br - bl) * wx
+    return top + (bottom - top) * wy[:, None]
 
 
 def _reference_input(image: torch.Tensor) -> torch.Tensor:
-    """(H, W, 3) float on the 0-255 scale -> (3, H, W) less the reference's channel means."""
-    return (image - torch.tensor(REFERENCE_MEAN_255)).permute(2, 0, 1).contiguous()
+    """(3, H, W) float on the 0-255 scale, less the reference's channel means."""
+    return image.sub_(torch.tensor(REFERENCE_MEAN_255)[:, None, None])
+
+
+def _chw(img) -> torch.Tensor:
+    """An RGB PIL image as a uint8 (3, H, W) tensor."""
+    return torch.from_numpy(np.asarray(img, dtype=np.uint8).copy()).permute(2, 0, 1)
 
 
 class ReferenceTrainTransform:
@@ -294,9 +305,9 @@ class ReferenceTrainTransform:
 
     def __call__(self, img) -> torch.Tensor:
         top, left, h, w = distorted_box_window(img.height, img.width)
-        pixels = torch.from_numpy(np.asarray(img.crop((left, top, left + w, top + h)), dtype=np.uint8).copy())
+        pixels = _chw(img.crop((left, top, left + w, top + h)))
         if float(torch.rand(())) < 0.5:
-            pixels = pixels.flip(1)
+            pixels = pixels.flip(2)
         return _reference_input(tf1_resize_bilinear(pixels, (OUTPUT_SIZE, OUTPUT_SIZE)))
 
 
@@ -307,13 +318,13 @@ class ReferenceEvalTransform:
     channel means subtracted."""
 
     def __call__(self, img) -> torch.Tensor:
-        pixels = torch.from_numpy(np.asarray(img, dtype=np.uint8).copy())
-        h, w = pixels.shape[0], pixels.shape[1]
+        pixels = _chw(img)
+        h, w = pixels.shape[1], pixels.shape[2]
         ratio = np.float32(EVAL_RESIZE_MIN) / np.float32(min(h, w))
         new_h, new_w = int(np.float32(h) * ratio), int(np.float32(w) * ratio)
-        resized = tf1_resize_bilinear(pixels, (new_h, new_w))
         top, left = (new_h - OUTPUT_SIZE) // 2, (new_w - OUTPUT_SIZE) // 2
-        return _reference_input(resized[top : top + OUTPUT_SIZE, left : left + OUTPUT_SIZE])
+        rows, cols = slice(top, top + OUTPUT_SIZE), slice(left, left + OUTPUT_SIZE)
+        return _reference_input(tf1_resize_bilinear(pixels, (new_h, new_w), rows=rows, cols=cols))
 
 
 def check_imagenet_layout(root: Path) -> None:
