@@ -94,8 +94,10 @@ def test_smoke_fixture_is_imagenet_layout_read_with_the_reference_preprocessing(
     assert float(image.max()) > 20 and float(image.min()) < -20
     for i in range(len(train)):  # greyscale and CMYK files come out RGB
         assert train[i][0].shape == (3, 224, 224)
-    crop = train.transform.transforms[0]
-    assert crop.scale == data.CROP_AREA == (0.05, 1.0) and crop.ratio == data.CROP_ASPECT
+    # the reference's crop, resize and evaluation crop (tests/unit/test_resnet_crop.py checks each)
+    assert isinstance(train.transform, data.ReferenceTrainTransform)
+    assert isinstance(val.transform, data.ReferenceEvalTransform)
+    assert data.CROP_AREA == (0.05, 1.0) and data.CROP_ASPECT == (0.75, 1.33) and data.CROP_MAX_ATTEMPTS == 100
 
 
 def test_a_real_run_needs_the_1000_imagenet_classes(tmp_path):

@@ -8,9 +8,10 @@ size) and names the file and the fix when one is wrong.
 reference: ImageNet-1k in the standard layout ``<root>/train/<wnid>/*.JPEG`` and
 ``<root>/val/<wnid>/*.JPEG``, read with torchvision's ImageFolder and the reference's transforms
 (mlcommons/training ``image_classification/tensorflow2/imagenet_preprocessing.py``): training crops
-cover 5-100 % of the image at aspect ratios 3/4-4/3, resized to 224x224 without keeping the aspect
-ratio and flipped at random; evaluation resizes the shorter side to 256 and crops the central 224x224;
-both subtract the reference's per-channel means on the 0-255 scale and divide by nothing.
+are drawn by TensorFlow's ``sample_distorted_bounding_box`` rule (:func:`distorted_box_window`), flipped at
+random and resized to 224x224 without keeping the aspect ratio; evaluation resizes the shorter side to 256
+and crops the central 224x224; both resize with TensorFlow 1's bilinear rule (:func:`tf1_resize_bilinear`)
+and subtract the reference's per-channel means on the 0-255 scale, dividing by nothing.
 :func:`write_smoke_fixture` writes a tiny data set in this layout for ``--smoke``.
 """
 
@@ -174,11 +175,156 @@ def prepare_mini(data_dir: Path, *, source: Path = DEBIAN_DIR) -> list[Path]:
 
 
 # The reference's preprocessing constants (imagenet_preprocessing.py): _R_MEAN, _G_MEAN, _B_MEAN on the
-# 0-255 scale, no division by a deviation; sample_distorted_bounding_box's area and aspect ranges.
+# 0-255 scale, no division by a deviation; sample_distorted_bounding_box's arguments; the output size and
+# the shorter side before the evaluation crop (DEFAULT_IMAGE_SIZE, _RESIZE_MIN).
 REFERENCE_MEAN_255 = (123.68, 116.78, 103.94)
 CROP_AREA = (0.05, 1.0)
 CROP_ASPECT = (0.75, 1.33)
+CROP_MIN_OBJECT_COVERED = 0.1
+CROP_MAX_ATTEMPTS = 100
+OUTPUT_SIZE = 224
+EVAL_RESIZE_MIN = 256
 IMAGENET_CLASSES = 1000
+
+
+def _randint(n: int, generator: torch.Generator | None) -> int:
+    """A uniform integer in [0, n)."""
+    return int(torch.randint(n, (1,), generator=generator))
+
+
+def _try_crop(height: int, width: int, aspect: np.float32, generator: torch.Generator | None):
+    """One attempt of TensorFlow's GenerateRandomCrop: (top, left, crop height, crop width), or None.
+
+    The crop's height is an integer drawn uniformly between the heights that give the smallest and the
+    largest allowed area at this aspect ratio (not its area: larger crops are rarer than under an area-uniform
+    rule), its width the height times the ratio rounded half to even, its corner uniform in [0, size - crop)
+    (the crop never touches the far edges unless it spans the image). Single-precision arithmetic, as there.
+    """
+    f32 = np.float32
+    min_area = f32(CROP_AREA[0]) * f32(width) * f32(height)
+    max_area = f32(CROP_AREA[1]) * f32(width) * f32(height)
+    crop_h = int(np.rint(np.sqrt(min_area / aspect)))
+    max_h = int(np.rint(np.sqrt(max_area / aspect)))
+    if np.rint(f32(max_h) * aspect) > width:  # the tallest crop whose rounded width still fits
+        max_h = int((width + 0.5 - 1e-7) / float(aspect))
+        if np.rint(f32(max_h) * aspect) > width:
+            max_h -= 1
+    max_h = min(max_h, height)
+    crop_h = min(crop_h, max_h)
+    if crop_h < max_h:
+        crop_h += _randint(max_h - crop_h + 1, generator)
+    crop_w = int(np.rint(f32(crop_h) * aspect))
+    area = f32(crop_w * crop_h)
+    if area < min_area:  # rounding left it too small: one row more
+        crop_h += 1
+        crop_w = int(np.rint(f32(crop_h) * aspect))
+        area = f32(crop_w * crop_h)
+    if area > max_area:  # or too large: one row less
+        crop_h -= 1
+        crop_w = int(np.rint(f32(crop_h) * aspect))
+        area = f32(crop_w * crop_h)
+    if area < min_area or area > max_area or crop_w > width or crop_h > height or crop_w <= 0 or crop_h <= 0:
+        return None
+    top = _randint(height - crop_h, generator) if crop_h < height else 0
+    left = _randint(width - crop_w, generator) if crop_w < width else 0
+    return top, left, crop_h, crop_w
+
+
+def distorted_box_window(
+    height: int, width: int, *, generator: torch.Generator | None = None
+) -> tuple[int, int, int, int]:
+    """The reference's training crop window (top, left, crop height, crop width) for an image of this size.
+
+    TensorFlow's ``sample_distorted_bounding_box`` as the reference calls it (min_object_covered 0.1, aspect
+    0.75-1.33, area 0.05-1, 100 attempts, ``use_image_if_no_bounding_boxes``) on ImageNet records that carry
+    no boxes, so the one object box is the whole image: each attempt draws an aspect ratio uniformly, then a
+    crop (:func:`_try_crop`); the crop is kept when it covers at least 0.1 of the object box, here 10 % of
+    the image (which raises the effective lower area bound from 5 % to 10 %), and at least one pixel. When
+    every attempt fails the window is the whole image.
+    """
+    image_area = np.float32(height * width)
+    lo, hi = (np.float32(a) for a in CROP_ASPECT)
+    for _ in range(CROP_MAX_ATTEMPTS):
+        u = np.float32(torch.rand((), generator=generator))
+        window = _try_crop(height, width, u * (hi - lo) + lo, generator)
+        if window is None:
+            continue
+        crop_area = np.float32(window[2] * window[3])
+        if crop_area >= 1 and crop_area / image_area >= np.float32(CROP_MIN_OBJECT_COVERED):
+            return window
+    return 0, 0, height, width
+
+
+def tf1_resize_bilinear(
+    image: torch.Tensor, size: tuple[int, int], *, rows: slice = slice(None), cols: slice = slice(None)
+) -> torch.Tensor:
+    """Resize a (C, H, W) image to ``size`` = (height, width) as the reference does, float32 out.
+
+    ``tf.compat.v1.image.resize(method=BILINEAR, align_corners=False)``: output pixel i samples the input at
+    i * (in / out) (no half-pixel offset, so the grid is anchored at the top-left corner), interpolating
+    between floor and the next pixel (clamped at the last), without antialiasing; along each row first, then
+    between rows, as TensorFlow's kernel computes it. ``rows``, ``cols``: compute only that part of the output
+    (a crop of the resized image, without resizing the rest).
+    """
+    out_h, out_w = size
+    in_h, in_w = image.shape[1], image.shape[2]
+
+    def axis(n_in: int, n_out: int, part: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        pos = torch.arange(n_out, dtype=torch.float32)[part] * np.float32(n_in / n_out)
+        lower = pos.floor()
+        upper = torch.minimum(pos.ceil(), torch.tensor(float(n_in - 1)))
+        return lower.long(), upper.long(), pos - lower
+
+    y0, y1, wy = axis(in_h, out_h, rows)
+    x0, x1, wx = axis(in_w, out_w, cols)
+    # the four neighbours of every output pixel, gathered from the 8-bit image before any arithmetic
+    upper, lower = image.index_select(1, y0), image.index_select(1, y1)
+    tl, tr = upper.index_select(2, x0).float(), upper.index_select(2, x1).float()
+    bl, br = lower.index_select(2, x0).float(), lower.index_select(2, x1).float()
+    top = tl + (tr - tl) * wx
+    bottom = bl + (br - bl) * wx
+    return top + (bottom - top) * wy[:, None]
+
+
+def _reference_input(image: torch.Tensor) -> torch.Tensor:
+    """(3, H, W) float on the 0-255 scale, less the reference's channel means."""
+    return image.sub_(torch.tensor(REFERENCE_MEAN_255)[:, None, None])
+
+
+def _chw(img) -> torch.Tensor:
+    """An RGB PIL image as a uint8 (3, H, W) tensor."""
+    return torch.from_numpy(np.asarray(img, dtype=np.uint8).copy()).permute(2, 0, 1)
+
+
+class ReferenceTrainTransform:
+    """The reference's training preprocessing of one RGB PIL image: the distorted-box crop
+    (:func:`distorted_box_window`), a horizontal flip with probability 1/2, a resize to 224x224 that does not
+    keep the aspect ratio (:func:`tf1_resize_bilinear`), the channel means subtracted. In this order, as the
+    reference's ``_decode_crop_and_flip`` and ``_resize_image``: with a corner-anchored resize, flipping
+    before and after resizing differ. Draws from torch's default generator (a DataLoader seeds each worker's)."""
+
+    def __call__(self, img) -> torch.Tensor:
+        top, left, h, w = distorted_box_window(img.height, img.width)
+        pixels = _chw(img.crop((left, top, left + w, top + h)))
+        if float(torch.rand(())) < 0.5:
+            pixels = pixels.flip(2)
+        return _reference_input(tf1_resize_bilinear(pixels, (OUTPUT_SIZE, OUTPUT_SIZE)))
+
+
+class ReferenceEvalTransform:
+    """The reference's evaluation preprocessing: the shorter side resized to 256 keeping the aspect ratio
+    (the other side truncated, as ``_smallest_size_at_least`` casts to int), the central 224x224 with the
+    extra pixel of an odd margin on the bottom/right (``_central_crop``: offset (size - 224) // 2), the
+    channel means subtracted."""
+
+    def __call__(self, img) -> torch.Tensor:
+        pixels = _chw(img)
+        h, w = pixels.shape[1], pixels.shape[2]
+        ratio = np.float32(EVAL_RESIZE_MIN) / np.float32(min(h, w))
+        new_h, new_w = int(np.float32(h) * ratio), int(np.float32(w) * ratio)
+        top, left = (new_h - OUTPUT_SIZE) // 2, (new_w - OUTPUT_SIZE) // 2
+        rows, cols = slice(top, top + OUTPUT_SIZE), slice(left, left + OUTPUT_SIZE)
+        return _reference_input(tf1_resize_bilinear(pixels, (new_h, new_w), rows=rows, cols=cols))
 
 
 def check_imagenet_layout(root: Path) -> None:
@@ -196,26 +342,11 @@ def imagenet_datasets(root: Path, *, classes: int | None = IMAGENET_CLASSES):
 
     ``classes``: how many class folders there must be (None: any number up to 1000, as a smoke fixture has).
     """
-    from torchvision import datasets, transforms
+    from torchvision import datasets
 
     check_imagenet_layout(root)
-    # ToTensor gives x / 255; (x / 255 - mean / 255) / (1 / 255) = x - mean, the reference's input.
-    normalize = transforms.Normalize(mean=[m / 255 for m in REFERENCE_MEAN_255], std=[1 / 255] * 3)
-    train = datasets.ImageFolder(
-        root / "train",
-        transforms.Compose(
-            [
-                transforms.RandomResizedCrop(224, scale=CROP_AREA, ratio=CROP_ASPECT),
-                transforms.RandomHorizontalFlip(),
-                transforms.ToTensor(),
-                normalize,
-            ]
-        ),
-    )
-    val = datasets.ImageFolder(
-        root / "val",
-        transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), normalize]),
-    )
+    train = datasets.ImageFolder(root / "train", ReferenceTrainTransform())
+    val = datasets.ImageFolder(root / "val", ReferenceEvalTransform())
     if train.classes != val.classes:
         raise DataError(f"ImageNet train and val under {root} have different class folders")
     found = len(train.classes)

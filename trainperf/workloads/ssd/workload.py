@@ -31,6 +31,20 @@ class SSDWorkload(DetectionWorkload):
     def reference_paths(self, root: Path) -> tuple[Path, Path, Path, Path]:
         return coco.openimages_mlperf_paths(root)
 
+    def load_data(self) -> None:
+        super().load_data()
+        if self.spec.scale == "reference":
+            # The reference trains on every image of the OpenImages subset: its get_openimages, unlike its
+            # get_coco, does not apply _coco_remove_images_without_annotations. The mini scale keeps the filter.
+            self.train_set = coco.CocoDetection(
+                self.train_index,
+                train=True,
+                seed=self.config.seed,
+                keep_crowd=self.REFERENCE_KEEP_CROWD,
+                remove_unannotated=False,
+            )
+            self._loaded = (len(self.train_set), len(self.val_set))
+
     def mini_model(self, num_classes: int) -> torch.nn.Module:
         return models.mini_retinanet(num_classes)
 

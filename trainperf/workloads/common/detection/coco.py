@@ -365,8 +365,11 @@ class CocoDetection(torch.utils.data.Dataset):
     target: ``boxes`` float32 (N, 4) xyxy pixels, ``labels`` int64 (N,) (the index's labels), ``image_id`` int and,
     when the index was loaded with ``need_masks``, ``masks`` uint8 (N, H, W). Crowd annotations are left
     out of the targets unless ``keep_crowd`` (the ssd reference trains on OpenImages' group boxes, which
-    its conversion marks iscrowd=1), and so are zero-sized boxes. With ``train=True`` images without any
-    box wider and taller than a pixel are skipped (as the MLPerf references do) and each sample is
+    its conversion marks iscrowd=1), and so are zero-sized boxes. With ``train=True`` and
+    ``remove_unannotated`` images without any box (crowds included) wider and taller than a pixel are
+    skipped, as the maskrcnn reference's COCODataset (``remove_images_without_annotations``) and the ssd
+    reference's ``get_coco`` do; the ssd reference's ``get_openimages`` keeps every image
+    (``remove_unannotated=False``). With ``train=True`` each sample is
     flipped horizontally with probability ``flip_prob``, drawn from the stream (``seed``,
     ``seeds.STREAM_AUGMENT``, epoch, sample index) of :mod:`trainperf.seeds`: reproducible, independent of
     rank, worker count and order. Call :meth:`set_epoch` before each epoch: the epoch lives in shared
@@ -374,7 +377,14 @@ class CocoDetection(torch.utils.data.Dataset):
     """
 
     def __init__(
-        self, index: CocoIndex, *, train: bool, seed: int = 0, flip_prob: float = 0.5, keep_crowd: bool = False
+        self,
+        index: CocoIndex,
+        *,
+        train: bool,
+        seed: int = 0,
+        flip_prob: float = 0.5,
+        keep_crowd: bool = False,
+        remove_unannotated: bool = True,
     ) -> None:
         self.index = index
         self.keep_crowd = keep_crowd
@@ -383,7 +393,7 @@ class CocoDetection(torch.utils.data.Dataset):
         self.flip_prob = flip_prob if train else 0.0
         self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
         images = index.images
-        if train:  # the references drop images without a box wider and taller than one pixel
+        if train and remove_unannotated:  # no box wider and taller than one pixel: not trained on
             images = [
                 img
                 for img in images
