@@ -33,11 +33,6 @@ def test_tensor_names_match_the_v2_closed_rule_file(tmp_path):
     assert top == set(official_tensor_names("rnnt"))
 
 
-def test_forget_gate_bias_is_the_reference_s():
-    lstm = model.LSTM(8, 4, 1, 0.0, 1.0).lstm
-    assert lstm.bias_ih_l0[4:8].tolist() == [1.0] * 4 and not lstm.bias_hh_l0.any()
-
-
 def test_mini_model_one_step(tmp_path):
     one_step(dry_workload("rnnt", "mini", tmp_path))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from trainperf.workloads.rnnt.model import RNNT, RNNTConfig, greedy_decode
 from trainperf.workloads.rnnt.transducer import transducer_loss
 
 # Model flavours (data): the v2.0 reference (configs/baseline_v3-1023sp.yaml: 49,006,080 parameters) and the
-# mini scale's smaller RNN-T of the same code.
+# mini scale's smaller RNN-T of the same code. The LSTMs' initialization comes from the recipe (__init__.py).
 REFERENCE_VOCAB = 1023
 FLAVOURS = {
     "reference": RNNTConfig(n_classes=REFERENCE_VOCAB + 1),
@@ -50,7 +51,11 @@ class RNNTWorkload(Workload):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.model_config = FLAVOURS[self.spec.scale]
+        self.model_config = dataclasses.replace(
+            FLAVOURS[self.spec.scale],
+            weights_init_scale=self.recipe.model_weights_initialization_scale,
+            zero_all_bias_hh=self.recipe.model_lstm_zero_all_bias_hh,
+        )
         if self.spec.scale == "mini":
             self.root = generator.mini_dir(self.data_dir)
             self.train_dirs, self.eval_dir = [self.root / generator.TRAIN_SUBSET], self.root / generator.EVAL_SUBSET
@@ -168,7 +173,7 @@ class RNNTWorkload(Workload):
             opt_gradient_clip_norm=self.recipe.clip_grad_norm or float("inf"),
             opt_learning_rate_alt_decay_func=True,
             opt_learning_rate_alt_warmup_func=True,
-            model_weights_initialization_scale=1.0,
+            model_weights_initialization_scale=self.recipe.model_weights_initialization_scale,
             eval_max_prediction_symbols=MAX_SYMBOLS,
             **{f"data_spec_augment_{k}": v for k, v in data.SPEC_AUGMENT.items()},
         )
