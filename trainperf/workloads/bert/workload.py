@@ -224,7 +224,7 @@ def lr_policy(r: Any):
     ``opt_learning_rate_training_steps``; before ``start_warmup_step + opt_learning_rate_warmup_steps`` the
     warm-up rate ``(step - start_warmup_step + 1) / warmup`` of the base rate instead (run_pretraining.py's
     create_optimizer, shifted by one step as resnet's warm-up is: the reference's first step has rate 0 and
-    changes nothing, and every step here trains)."""
+    changes no weight, though it does update LAMB's moments; here every step trains; README.md, Conformance)."""
     warmup, start, total = r.opt_learning_rate_warmup_steps, r.start_warmup_step, r.opt_learning_rate_training_steps
 
     def factor(step: int) -> float:
