@@ -163,6 +163,9 @@ class RNNTWorkload(Workload):
             from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
             self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(r.model_eval_ema_factor))
+            # As the reference's EMA (a copy of the initial weights, then averaged after every step): without this
+            # first update, AveragedModel would copy the weights after the first step instead of averaging them.
+            self.ema.update_parameters(model)
             opt.register_step_post_hook(lambda *_: self.ema.update_parameters(model))
         factor = lr_policy(r, self.steps_per_epoch)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
@@ -290,19 +293,23 @@ class RNNTWorkload(Workload):
 
 
 def lr_policy(r: Any, steps_per_epoch: int):
-    """The reference's learning-rate policy (``rnnt/pytorch/train.py``, ``lr_policy``) as a LambdaLR factor:
-    a linear warm-up ``(step + 1) / (warmup_steps + 1)`` over ``opt_learning_rate_warmup_epochs``, a hold at the
-    base rate for ``opt_lamb_learning_rate_hold_epochs``, then an exponential decay by
-    ``opt_lamb_learning_rate_decay_poly_power`` (the reference's ``lr_exp_gamma``, logged under this key) per
-    epoch, never below ``opt_lamb_learning_rate_min``."""
+    """The reference's learning-rate policy (``common/optimizers.py``, ``lr_policy``) as a LambdaLR factor of the
+    optimizer step ``step`` (0 for the first): a linear warm-up ``(k + 1) / (warmup_steps + 1)`` over
+    ``opt_learning_rate_warmup_epochs``, a hold at the base rate for ``opt_lamb_learning_rate_hold_epochs``, then
+    an exponential decay by ``opt_lamb_learning_rate_decay_poly_power`` (the reference's ``lr_exp_gamma``, logged
+    under this key) per epoch, never below ``opt_lamb_learning_rate_min``. ``k`` is the reference's step counter,
+    which starts at 1 (``train.py``): ``step + 1``; ``step`` where ``opt_learning_rate_step_count_from_one`` is
+    off (the mini recipe's calibrated warm-up, one step behind)."""
     warmup = round(r.opt_learning_rate_warmup_epochs * steps_per_epoch)
     hold = round(r.opt_lamb_learning_rate_hold_epochs * steps_per_epoch)
     floor = r.opt_lamb_learning_rate_min / r.opt_base_learning_rate
+    first = 1 if r.opt_learning_rate_step_count_from_one else 0
 
     def factor(step: int) -> float:
-        if step < warmup:
-            a = (step + 1) / (warmup + 1)
-        elif step < warmup + hold:
+        k = step + first
+        if k < warmup:
+            a = (k + 1) / (warmup + 1)
+        elif k < warmup + hold:
             a = 1.0
         else:
             epochs = (step - warmup - hold) / steps_per_epoch
