@@ -24,7 +24,9 @@ def test_reference_dry_run_fails_ruleset_2_only_on_the_target(tmp_path):
     assert res.scale == "reference" and res.ruleset == "2.0.0"
     assert is_target_only_failure(res), res.problems
     assert log.read_text().count('"weights_initialization"') == 7
-    assert first_values(read_mllog(log))["eval_accuracy"] == 1.0  # a dry run measures nothing: every word wrong
+    first = first_values(read_mllog(log))
+    assert first["eval_accuracy"] == 1.0  # a dry run measures nothing: every word wrong
+    assert first["model_weights_initialization_scale"] == 0.5  # the scale the model was built with (the v2.0 run's)
 
 
 def test_reference_smoke_run_reads_librispeech_trains_and_decodes(tmp_path):

@@ -112,10 +112,27 @@ def test_lr_policy_is_the_reference_s():
         opt_lamb_learning_rate_decay_poly_power=0.5,
     )
     f = lr_policy(r, steps_per_epoch=10)
+    # the reference's train.py counts its first optimizer step as 1: (1 + 1) / (20 + 1), and its step 20 (our
+    # 19) is at the full rate; its decay is gamma ** (epoch - 3) from its step 30, epoch 3 counted from 1
+    assert f(0) == pytest.approx(2 / 21) and f(18) == pytest.approx(20 / 21)
+    assert f(19) == f(20) == f(29) == 1.0
+    assert f(30) == 0.5 and f(39) == 0.5 and f(40) == 0.25
+    assert f(10_000) == pytest.approx(1e-5 / r.opt_base_learning_rate)
+
+
+def test_mini_recipe_keeps_its_calibrated_warm_up_one_step_behind():
+    mini = registry.default_recipe("rnnt", "mini")
+    assert mini.opt_learning_rate_step_count_from_one is False
+    r = dataclasses.replace(
+        mini,
+        opt_learning_rate_warmup_epochs=2,
+        opt_lamb_learning_rate_hold_epochs=1,
+        opt_lamb_learning_rate_decay_poly_power=0.5,
+    )
+    f = lr_policy(r, steps_per_epoch=10)
     assert f(0) == pytest.approx(1 / 21) and f(19) == pytest.approx(20 / 21)
     assert f(20) == f(29) == 1.0
     assert f(30) == 0.5 and f(39) == 0.5 and f(40) == 0.25
-    assert f(10_000) == pytest.approx(1e-5 / r.opt_base_learning_rate)
 
 
 def test_mini_corpus_splits_voices():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import mlperf_logging
+import pytest
 import torch
 
 from trainperf.workloads.bert import reference
@@ -35,13 +36,18 @@ def test_mini_model_size():
     assert count_parameters(BertForPreTraining(FLAVOURS["mini"])) == 1_495_554
 
 
-def test_same_outputs_as_hugging_face_bert_for_pretraining(tmp_path):
+# Hugging Face's names of the two GELU forms: "gelu_new" is the tanh form (the reference's), "gelu" the exact one.
+@pytest.mark.parametrize(("gelu", "hidden_act"), [("tanh", "gelu_new"), ("none", "gelu")])
+def test_same_outputs_as_hugging_face_bert_for_pretraining(tmp_path, gelu, hidden_act):
     import transformers
 
-    c = BertConfig(vocab_size=300, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, dropout=0.0)
+    c = BertConfig(
+        vocab_size=300, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, dropout=0.0,
+        gelu_approximate=gelu,
+    )  # fmt: skip
     hf_config = transformers.BertConfig(
         vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_layers,
-        num_attention_heads=c.num_heads, intermediate_size=c.intermediate_size, hidden_act="gelu",
+        num_attention_heads=c.num_heads, intermediate_size=c.intermediate_size, hidden_act=hidden_act,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=c.max_position_embeddings,
         type_vocab_size=2, layer_norm_eps=c.layer_norm_eps,
     )  # fmt: skip

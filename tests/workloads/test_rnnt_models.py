@@ -33,11 +33,6 @@ def test_tensor_names_match_the_v2_closed_rule_file(tmp_path):
     assert top == set(official_tensor_names("rnnt"))
 
 
-def test_forget_gate_bias_is_the_reference_s():
-    lstm = model.LSTM(8, 4, 1, 0.0, 1.0).lstm
-    assert lstm.bias_ih_l0[4:8].tolist() == [1.0] * 4 and not lstm.bias_hh_l0.any()
-
-
 def test_mini_model_one_step(tmp_path):
     one_step(dry_workload("rnnt", "mini", tmp_path))
 
@@ -150,3 +145,23 @@ def test_mini_evaluations_compute_their_features_once(data_dir, monkeypatch):
     assert batches >= 2 and len(calls) == batches  # none computed again
     assert first == second == {"wer": 1.0}
     assert all(torch.equal(a, b) for a, b in zip(seen[:batches], seen[batches:], strict=True))
+
+
+def test_the_ema_averages_from_the_initial_weights_as_the_reference_s(tmp_path):
+    """The reference's EMA model starts as a copy of the initial weights and after each optimizer step becomes
+    decay * ema + (1 - decay) * w (train.py, apply_ema): after one step 0.9 w0 + 0.1 w1 at decay 0.9."""
+    spec, cls = registry.get_spec("rnnt", "mini"), registry.workload_class("rnnt")
+    recipe = registry.default_recipe("rnnt", "mini").with_overrides({"model_eval_ema_factor": 0.9})
+    w = cls(spec, recipe, RunConfig(seed=3, dry_run=True), data_dir=tmp_path, dist=DistContext())
+    torch.manual_seed(0)
+    m = w.build_model()
+    opt, _ = w.build_optimizer(m)
+    w0 = [p.detach().clone() for p in m.parameters()]
+    for p in m.parameters():
+        p.grad = torch.ones_like(p)
+    opt.step()
+    w1 = [p.detach().clone() for p in m.parameters()]
+    assert any(not torch.equal(a, b) for a, b in zip(w0, w1, strict=True))
+    moved = max(float((b - a).abs().max()) for a, b in zip(w0, w1, strict=True))
+    for e, a, b in zip(w.ema.module.parameters(), w0, w1, strict=True):  # the EMA moved a tenth of the way
+        torch.testing.assert_close(e.detach(), 0.9 * a + 0.1 * b, rtol=0, atol=0.05 * moved + 1e-7)

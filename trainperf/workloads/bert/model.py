@@ -28,6 +28,10 @@ class BertConfig:
     dropout: float = 0.1
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02
+    # The activation of the intermediate layers and the masked-LM transform: torch's F.gelu with this
+    # ``approximate``. "tanh" is the reference's (modeling.py's gelu: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))));
+    # "none" is the exact erf form, which the mini recipe keeps (README.md).
+    gelu_approximate: str = "tanh"
 
 
 # The reference's bert_config.json (BERT-large, uncased): 24 layers, hidden 1024, 16 heads, 30,522 WordPieces.
@@ -101,9 +105,10 @@ class Intermediate(nn.Module):
     def __init__(self, c: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.gelu = c.gelu_approximate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.gelu(self.dense(x))
+        return F.gelu(self.dense(x), approximate=self.gelu)
 
 
 class Layer(nn.Module):
@@ -157,9 +162,10 @@ class Transform(nn.Module):
         super().__init__()
         self.dense = nn.Linear(c.hidden_size, c.hidden_size)
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.gelu = c.gelu_approximate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(F.gelu(self.dense(x)))
+        return self.LayerNorm(F.gelu(self.dense(x), approximate=self.gelu))
 
 
 class Predictions(nn.Module):

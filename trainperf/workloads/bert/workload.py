@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -9,11 +10,12 @@ import numpy as np
 import torch
 
 from trainperf import seeds
-from trainperf.errors import DataError
+from trainperf.errors import DataError, UsageError
 from trainperf.spec import TorchState, Workload
 from trainperf.workloads.bert import data, mini, reference
 from trainperf.workloads.bert.model import BERT_LARGE, BertConfig, BertForPreTraining, pretraining_loss, tf_name
 
+# The GELU's form comes from the recipe (__init__.py).
 FLAVOURS = {
     "reference": BERT_LARGE,
     # Dropout off: a model trained from scratch for two minutes is far from overfitting 125,000 examples.
@@ -36,6 +38,7 @@ DATASET_SIZES = {"reference": (0, 10_000), "mini": (125_492, mini.EVAL_EXAMPLES)
 SYNTHETIC_SHAPE = {"reference": (128, 20), "mini": (mini.MASKING.max_seq_length, mini.MASKING.max_predictions)}
 REFERENCE_GPU_SHAPE = (512, 76)
 EVAL_BATCH = 500
+GELU_FORMS = ("tanh", "none")  # the recipe's model_gelu_approximate: the reference's, exact erf
 
 
 class BertWorkload(Workload):
@@ -47,7 +50,13 @@ class BertWorkload(Workload):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.model_config = FLAVOURS[self.spec.scale]
+        gelu = self.recipe.model_gelu_approximate
+        if gelu not in GELU_FORMS:
+            raise UsageError(
+                f"bert: model_gelu_approximate {gelu!r} is not one of {', '.join(map(repr, GELU_FORMS))} "
+                "(torch's F.gelu approximate: 'tanh' is the reference's)"
+            )
+        self.model_config = dataclasses.replace(FLAVOURS[self.spec.scale], gelu_approximate=gelu)
         self.train: data.Examples | None = None
         self.eval: data.Examples | None = None
         self.shards: reference.Shards | None = None
@@ -215,7 +224,7 @@ def lr_policy(r: Any):
     ``opt_learning_rate_training_steps``; before ``start_warmup_step + opt_learning_rate_warmup_steps`` the
     warm-up rate ``(step - start_warmup_step + 1) / warmup`` of the base rate instead (run_pretraining.py's
     create_optimizer, shifted by one step as resnet's warm-up is: the reference's first step has rate 0 and
-    changes nothing, and every step here trains)."""
+    changes no weight, though it does update LAMB's moments; here every step trains; README.md, Conformance)."""
     warmup, start, total = r.opt_learning_rate_warmup_steps, r.start_warmup_step, r.opt_learning_rate_training_steps
 
     def factor(step: int) -> float:

@@ -4,13 +4,13 @@ As the v2.0 reference builds it (mlcommons/training ``rnn_speech_recognition/pyt
 encoder is ``pre_rnn`` (LSTM layers), a time-stacking layer that concatenates ``enc_stack_time_factor``
 consecutive frames, then ``post_rnn``; the prediction network embeds the previous symbol (``pred_embed``;
 the start symbol is a zero vector) into an LSTM (``dec_rnn``); the joint network adds ``joint_enc`` of the
-encoder output and ``joint_pred`` of the prediction output, then ReLU, dropout and ``joint_net``. Every
-LSTM's forget-gate input bias starts at ``forget_gate_bias`` and its hidden-hidden biases at 0 (the
-reference's ``forget_gate_bias=1.0, hidden_hidden_bias_scale=0.0``). The blank is the last class.
+encoder output and ``joint_pred`` of the prediction output, then ReLU, dropout and ``joint_net``. The LSTMs
+start as the reference's ``common/rnn.py`` leaves them (``LSTM``). The blank is the last class.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -34,21 +34,40 @@ class RNNTConfig:
     joint_n_hid: int = 512
     joint_dropout: float = 0.3
     forget_gate_bias: float = 1.0
+    weights_init_scale: float = 0.5  # the v2.0 run's (train.py's default, scripts/train.sh)
+    zero_all_bias_hh: bool = False  # True: every hidden-hidden bias 0, not only the forget gate's (mini's)
 
 
 class LSTM(nn.Module):
-    """torch's LSTM with the reference's bias initialization and dropout on its output."""
+    """torch's LSTM, initialized as the reference's ``common/rnn.py`` does, with dropout on its output.
 
-    def __init__(self, input_size: int, hidden: int, layers: int, dropout: float, forget_gate_bias: float) -> None:
+    After torch's default draw (uniform in +-1/sqrt(hidden)), in each layer the forget gate's slice (torch's gate
+    order is input, forget, cell, output) of ``bias_ih`` is set to ``forget_gate_bias`` and that of ``bias_hh``
+    to 0 (the reference's ``hidden_hidden_bias_scale`` 0.0; ``zero_all_bias_hh``: all of ``bias_hh``); then every
+    weight and bias, those two slices included, is multiplied by ``weights_init_scale``.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden: int,
+        layers: int,
+        dropout: float,
+        *,
+        forget_gate_bias: float = 1.0,
+        weights_init_scale: float = 0.5,
+        zero_all_bias_hh: bool = False,
+    ) -> None:
         super().__init__()
         self.lstm = nn.LSTM(input_size, hidden, num_layers=layers, dropout=dropout if layers > 1 else 0.0)
-        for name, p in self.lstm.named_parameters():
-            if name.startswith("bias_ih"):
-                with torch.no_grad():
-                    p[hidden : 2 * hidden].fill_(forget_gate_bias)
-            elif name.startswith("bias_hh"):
-                with torch.no_grad():
-                    p.zero_()
+        forget = slice(hidden, 2 * hidden)
+        with torch.no_grad():
+            for name, p in self.lstm.named_parameters():
+                if name.startswith("bias_ih"):
+                    p[forget].fill_(forget_gate_bias)
+                elif name.startswith("bias_hh"):
+                    (p if zero_all_bias_hh else p[forget]).zero_()
+                p.mul_(weights_init_scale)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, state=None):
@@ -70,12 +89,16 @@ class RNNT(nn.Module):
     def __init__(self, config: RNNTConfig) -> None:
         super().__init__()
         c = self.config = config
-        self.pre_rnn = LSTM(c.in_features, c.enc_n_hid, c.enc_pre_rnn_layers, c.enc_dropout, c.forget_gate_bias)
-        self.post_rnn = LSTM(
-            c.enc_n_hid * c.enc_stack_time_factor, c.enc_n_hid, c.enc_post_rnn_layers, c.enc_dropout, c.forget_gate_bias
+        lstm = functools.partial(
+            LSTM,
+            forget_gate_bias=c.forget_gate_bias,
+            weights_init_scale=c.weights_init_scale,
+            zero_all_bias_hh=c.zero_all_bias_hh,
         )
+        self.pre_rnn = lstm(c.in_features, c.enc_n_hid, c.enc_pre_rnn_layers, c.enc_dropout)
+        self.post_rnn = lstm(c.enc_n_hid * c.enc_stack_time_factor, c.enc_n_hid, c.enc_post_rnn_layers, c.enc_dropout)
         self.pred_embed = nn.Embedding(c.n_classes - 1, c.pred_n_hid)
-        self.dec_rnn = LSTM(c.pred_n_hid, c.pred_n_hid, c.pred_rnn_layers, c.pred_dropout, c.forget_gate_bias)
+        self.dec_rnn = lstm(c.pred_n_hid, c.pred_n_hid, c.pred_rnn_layers, c.pred_dropout)
         self.joint_pred = nn.Linear(c.pred_n_hid, c.joint_n_hid)
         self.joint_enc = nn.Linear(c.enc_n_hid, c.joint_n_hid)
         self.joint_net = nn.Sequential(nn.ReLU(), nn.Dropout(c.joint_dropout), nn.Linear(c.joint_n_hid, c.n_classes))

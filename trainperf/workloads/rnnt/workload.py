@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from trainperf.workloads.rnnt.model import RNNT, RNNTConfig, greedy_decode
 from trainperf.workloads.rnnt.transducer import transducer_loss
 
 # Model flavours (data): the v2.0 reference (configs/baseline_v3-1023sp.yaml: 49,006,080 parameters) and the
-# mini scale's smaller RNN-T of the same code.
+# mini scale's smaller RNN-T of the same code. The LSTMs' initialization comes from the recipe (__init__.py).
 REFERENCE_VOCAB = 1023
 FLAVOURS = {
     "reference": RNNTConfig(n_classes=REFERENCE_VOCAB + 1),
@@ -50,7 +51,11 @@ class RNNTWorkload(Workload):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.model_config = FLAVOURS[self.spec.scale]
+        self.model_config = dataclasses.replace(
+            FLAVOURS[self.spec.scale],
+            weights_init_scale=self.recipe.model_weights_initialization_scale,
+            zero_all_bias_hh=self.recipe.model_lstm_zero_all_bias_hh,
+        )
         if self.spec.scale == "mini":
             self.root = generator.mini_dir(self.data_dir)
             self.train_dirs, self.eval_dir = [self.root / generator.TRAIN_SUBSET], self.root / generator.EVAL_SUBSET
@@ -158,6 +163,9 @@ class RNNTWorkload(Workload):
             from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
             self.ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(r.model_eval_ema_factor))
+            # As the reference's EMA (a copy of the initial weights, then averaged after every step): without this
+            # first update, AveragedModel would copy the weights after the first step instead of averaging them.
+            self.ema.update_parameters(model)
             opt.register_step_post_hook(lambda *_: self.ema.update_parameters(model))
         factor = lr_policy(r, self.steps_per_epoch)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
@@ -168,7 +176,7 @@ class RNNTWorkload(Workload):
             opt_gradient_clip_norm=self.recipe.clip_grad_norm or float("inf"),
             opt_learning_rate_alt_decay_func=True,
             opt_learning_rate_alt_warmup_func=True,
-            model_weights_initialization_scale=1.0,
+            model_weights_initialization_scale=self.recipe.model_weights_initialization_scale,
             eval_max_prediction_symbols=MAX_SYMBOLS,
             **{f"data_spec_augment_{k}": v for k, v in data.SPEC_AUGMENT.items()},
         )
@@ -285,19 +293,23 @@ class RNNTWorkload(Workload):
 
 
 def lr_policy(r: Any, steps_per_epoch: int):
-    """The reference's learning-rate policy (``rnnt/pytorch/train.py``, ``lr_policy``) as a LambdaLR factor:
-    a linear warm-up ``(step + 1) / (warmup_steps + 1)`` over ``opt_learning_rate_warmup_epochs``, a hold at the
-    base rate for ``opt_lamb_learning_rate_hold_epochs``, then an exponential decay by
-    ``opt_lamb_learning_rate_decay_poly_power`` (the reference's ``lr_exp_gamma``, logged under this key) per
-    epoch, never below ``opt_lamb_learning_rate_min``."""
+    """The reference's learning-rate policy (``common/optimizers.py``, ``lr_policy``) as a LambdaLR factor of the
+    optimizer step ``step`` (0 for the first): a linear warm-up ``(k + 1) / (warmup_steps + 1)`` over
+    ``opt_learning_rate_warmup_epochs``, a hold at the base rate for ``opt_lamb_learning_rate_hold_epochs``, then
+    an exponential decay by ``opt_lamb_learning_rate_decay_poly_power`` (the reference's ``lr_exp_gamma``, logged
+    under this key) per epoch, never below ``opt_lamb_learning_rate_min``. ``k`` is the reference's step counter,
+    which starts at 1 (``train.py``): ``step + 1``; ``step`` where ``opt_learning_rate_step_count_from_one`` is
+    off (the mini recipe's calibrated warm-up, one step behind)."""
     warmup = round(r.opt_learning_rate_warmup_epochs * steps_per_epoch)
     hold = round(r.opt_lamb_learning_rate_hold_epochs * steps_per_epoch)
     floor = r.opt_lamb_learning_rate_min / r.opt_base_learning_rate
+    first = 1 if r.opt_learning_rate_step_count_from_one else 0
 
     def factor(step: int) -> float:
-        if step < warmup:
-            a = (step + 1) / (warmup + 1)
-        elif step < warmup + hold:
+        k = step + first
+        if k < warmup:
+            a = (k + 1) / (warmup + 1)
+        elif k < warmup + hold:
             a = 1.0
         else:
             epochs = (step - warmup - hold) / steps_per_epoch
