@@ -51,7 +51,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             if bench.available_at(scale) and spec.dry_run_only:
                 notes.append(f"{bench.key} {scale}: not available yet, dry run only: {spec.dry_run_only}")
             runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
-            budget = f"{spec.max_progress:g}, {spec.max_minutes:g} min"
+            budget = f"{spec.max_progress:g} (guard {spec.max_minutes:g} min)"
             table.add_row(
                 bench.key,
                 scale,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.rules.closed import Tunable
-from trainperf.spec import GENERATIONS, Benchmark, BenchmarkSpec, MiniData, Recipe
+from trainperf.spec import GENERATIONS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 MINI_SIZE = 5  # board of the mini scale: 9x9 and 7x7 are out of reach in minutes (README.md)
 KOMI = 7.5
@@ -180,7 +180,7 @@ MINI = BenchmarkSpec(
     unit=GENERATIONS,
     eval_interval=1.0,  # evaluated after every generation
     max_progress=20.0,  # generations
-    max_minutes=8.0,
+    max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     # Binomial, not bootstrapped: the games are independent draws, sqrt(0.30 * 0.70 / 200) over the confirmation.
     metric_se=0.032,
     hparam_keys=(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.rules.closed import FixedBelow, OneOf, PowerOfTwoTimes, Tunable
-from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, MiniData, Recipe
+from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
 
 LARS_KEYS = (
@@ -102,7 +102,7 @@ MINI = BenchmarkSpec(
     unit=EPOCHS,
     eval_interval=0.5,
     max_progress=4.0,
-    max_minutes=5.0,
+    max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=(*ONE_CYCLE_KEYS, "label_smoothing"),
     target_source="measured: README.md beside resnet/workload.py",
     metric_se=0.0033,  # benchmarks/metric_error.py resnet: top-1 0.8816 at 1.5 epochs, seed 100001, B = 1000 (README.md)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.rules.closed import Tunable
-from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, MiniData, Recipe
+from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 LAMB_KEYS = (
     "opt_name",
@@ -134,7 +134,7 @@ MINI = BenchmarkSpec(
     # every epoch from the first: with the CPU joint and loss of transducer.py, 2 of 10 calibration seeds
     # reached the target at epoch 7, where the first evaluation was (README.md, "Calibration")
     max_progress=25.0,
-    max_minutes=4.0,
+    max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=LAMB_KEYS,
     target_source="measured: README.md beside rnnt/workload.py (most-frequent-transcript guesser 0.605)",
     metric_se=0.0090,  # benchmarks/metric_error.py rnnt: WER 0.1239 at epoch 10, seed 100001, B = 200 (README.md)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.rules.closed import IntegerAtLeast, Tunable
-from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, Recipe
+from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, Recipe
 from trainperf.workloads.common.detection import MINI_SCENES
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
 
@@ -86,7 +86,7 @@ MINI = BenchmarkSpec(
     # 15 seeds, README.md), and an evaluation there costs 5-6 s of a 90 s run: the first one is at 0.4.
     first_eval=0.4,
     max_progress=4.0,
-    max_minutes=6.0,
+    max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=ONE_CYCLE_KEYS,
     target_source="measured: README.md beside ssd/workload.py",
     metric_se=0.0066,  # benchmarks/metric_error.py ssd: mAP 0.179 at 0.6 epoch, seed 100001, B = 200 (README.md)
