@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+from trainperf.errors import UsageError
 
 # fsync of a folder is refused by some file systems and platforms; that is not a lost write
 _FSYNC_UNSUPPORTED = (errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR)
@@ -48,9 +51,43 @@ def replace_durably(src: Path, dst: Path) -> Path:
     return dst
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> Path:
-    """Write ``data`` to ``path`` atomically (creating parent folders); OSError propagates to the caller."""
+_KINDS = {
+    stat.S_IFIFO: "named pipe (FIFO)",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFDIR: "folder",
+}
+
+
+def refuse_unsafe_output(path: Path) -> None:
+    """Refuse an output path that is not a regular file or a new name: the atomic write renames a new file over
+    it, which would replace a device node, a FIFO or a symbolic link (``-o /dev/null`` as root) with a plain file."""
     path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UsageError(f"{path}: cannot look at it ({e.strerror or e}); give another output path") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(
+            f"{path} is a symbolic link: trainperf never writes over or through a link; give the file's own path "
+            "or a new one"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "special file")
+        raise UsageError(
+            f"{path} is not a regular file (a {kind}): writing the output would replace it; give a regular file or "
+            "a new path"
+        )
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> Path:
+    """Write ``data`` to ``path`` atomically (creating parent folders); OSError propagates to the caller, and a
+    path that is not a regular file or a new name is refused (:func:`refuse_unsafe_output`)."""
+    path = Path(path)
+    refuse_unsafe_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

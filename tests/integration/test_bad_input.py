@@ -171,6 +171,14 @@ def packages(s: Scratch) -> None:
     make_package(s.root / "pkg")
 
 
+@setup("output-fifo", "output-link")
+def outputs_that_are_not_regular_files(s: Scratch) -> None:
+    make_package(s.root / "pkg")
+    os.mkfifo(s.root / "fifo")
+    (s.root / "elsewhere.json").write_text("{}")
+    (s.root / "link.json").symlink_to(s.root / "elsewhere.json")
+
+
 @setup("second-run")
 def another_run_holds_the_folder(s: Scratch) -> AbstractContextManager:
     return hold_out_folder(s.root / "out")  # a second open of the lock file: flock refuses it in this process too

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from trainperf.errors import ResultsError, TrainperfError, UsageError
-from trainperf.fileio import atomic_write_text
+from trainperf.fileio import atomic_write_text, refuse_unsafe_output
 from trainperf.registry import BENCHMARKS
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect, result_roots
 
@@ -479,6 +479,7 @@ def write_report(
     roots = result_roots([Path(p) for p in paths])
     for target in targets:
         _refuse_input(target, roots, systems)
+        refuse_unsafe_output(target)  # before the charts are drawn: never a FIFO, a device or a link
     from trainperf.report.ablation import find_ablations, read_ablation
 
     ablations = [read_ablation(p) for p in find_ablations(roots)]  # <root>/ablation/*.json of `trainperf ablate`
