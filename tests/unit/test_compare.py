@@ -132,8 +132,8 @@ def test_a_table_printed_to_a_pipe_keeps_whole_lines():
     table.add_column("note")
     table.add_row("resnet", note.strip())
     buf = io.StringIO()
-    for_output(Console(file=buf)).print(table)
+    for_output(Console(file=buf, width=80)).print(table)
     assert any(note.strip() in line for line in buf.getvalue().splitlines())
     narrow = io.StringIO()
-    Console(file=narrow).print(table)
+    Console(file=narrow, width=80).print(table)
     assert not any(note.strip() in line for line in narrow.getvalue().splitlines())  # what for_output prevents
