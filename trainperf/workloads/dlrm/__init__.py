@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.rules.closed import Tunable
-from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, MiniData, Recipe
+from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 SGD_KEYS = (
     "opt_name",
@@ -97,7 +97,7 @@ MINI = BenchmarkSpec(
     unit=EPOCHS,
     eval_interval=0.25,
     max_progress=3.0,
-    max_minutes=2.0,
+    max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=(*SGD_KEYS, "dense_learning_rate"),
     target_source="trainperf calibration, 10 seeds (README.md beside dlrm/workload.py; best achievable AUC 0.8256)",
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.rules.closed import MultipleOf, ScaledByBatch, Tunable
-from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, Recipe
+from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, Recipe
 from trainperf.workloads.common.detection import MINI_SCENES
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
 
@@ -117,7 +117,7 @@ MINI = BenchmarkSpec(
     # 15 seeds, README.md), and an evaluation there costs 8-10 s of a 90-110 s run: the first one is at 0.4.
     first_eval=0.4,
     max_progress=4.0,
-    max_minutes=6.0,
+    max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=ONE_CYCLE_KEYS,
     target_source="measured: README.md beside maskrcnn/workload.py",
     # benchmarks/metric_error.py maskrcnn: BBOX 0.159 (SEGM 0.167, SE 0.0070) at 0.4 epoch, seed 100001, B = 200

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.rules.closed import OneOf, Tunable
-from trainperf.spec import EPOCHS, Benchmark, BenchmarkSpec, MiniData, Recipe
+from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 # The v2.0 hyperparameter keys of closed_unet3d.yaml (global_batch_size, train_samples and eval_samples are
 # logged by the harness), and the initial rate of the warm-up.
@@ -95,7 +95,7 @@ MINI = BenchmarkSpec(
     first_eval=12.0,
     eval_interval=4.0,
     max_progress=200.0,
-    max_minutes=5.0,
+    max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=HPARAM_KEYS,
     target_source="measured: README.md beside unet3d/workload.py",
     metric_se=0.019,  # benchmarks/metric_error.py unet3d: mean Dice 0.8532 at epoch 16, seed 100001, B = 200 (README.md)
