@@ -208,3 +208,46 @@ def test_a_tool_without_the_rounds_data_for_a_benchmark_is_a_warning_and_any_oth
     other = crash.replace("KeyError: 'dlrm'", "KeyError: 'submission_benchmark'")
     assert not _lacks_round_data(ToolRun(tool="package_checker", rc=1, out="", err=other), benches)
     assert not _lacks_round_data(ToolRun(tool="package_checker", rc=None, out="", err=crash), benches)
+
+
+def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails(monkeypatch, tmp_path):
+    """Baidu's v2.0 bert logs epoch_num 1 and its samples in train_samples: the rcp checker fails it counting
+    epoch_num and passes it with --bert_train_samples, as the round's package checker does with
+    --rcp_bert_train_samples. The package checker's own RCP failure then becomes a warning."""
+    from trainperf.submission import official
+    from trainperf.submission import review as review_module
+
+    calls = []
+
+    def fake(folder, workdir, *, custom_rcps=None, bert_train_samples=False):
+        calls.append(bert_train_samples)
+        ran = ToolRun(tool="rcp_checker", rc=0, out="", err="")
+        return official.RcpCheck(ran=ran, passed=bert_train_samples, message="RCP Interpolation")
+
+    monkeypatch.setattr(official, "run_rcp_checker", fake)
+    records = [{"key": "submission_benchmark", "value": "bert"}, {"key": "global_batch_size", "value": 448}]
+    runs = [_Run(name=f"result_{i}.txt", path=Path("x"), logged=None, records=records) for i in range(10)]
+    bench = _Bench(system=SYSTEM, benchmark="bert", runs=runs)
+    bench.problems.append("package_checker: RCP Test Failed: RCP Interpolation")
+    layout = copy_package(make_package(tmp_path / "pkg"), tmp_path / "copy" / ORG)
+    review_module._check_rcp(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout, {}, [])
+    assert calls == [False, True]
+    assert bench.rcp.startswith("passed") and "--bert_train_samples" in bench.rcp
+    assert bench.problems == []
+    assert any(w.startswith("package_checker: RCP Test Failed") and "passes" in w for w in bench.warnings)
+
+    calls.clear()
+    monkeypatch.setattr(
+        official,
+        "run_rcp_checker",
+        lambda *a, **k: (
+            calls.append(1)
+            or official.RcpCheck(
+                ran=ToolRun(tool="rcp_checker", rc=1, out="", err=""), passed=False, message="RCP found"
+            )
+        ),
+    )
+    bench = _Bench(system=SYSTEM, benchmark="bert", runs=runs)
+    layout.divisions[SYSTEM] = "closed"
+    review_module._check_rcp(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout, {}, [])
+    assert len(calls) == 2 and bench.rcp.startswith("failed") and any("RCP check failed" in p for p in bench.problems)
