@@ -259,6 +259,12 @@ def screen_log(data: bytes) -> list[str]:
 SYSTEM_NAME_FIELDS = ("submitter", "division", "system_name")
 
 
+# A line break or tab inside a descriptive value (not a name) is kept: MLCommons published descriptions whose
+# other_software_stack holds Python's two-line sys.version. The official tools put such values in the
+# summarizer's CSV (quoted) and print none of them; an escape (ESC), a bidi override or a NUL is still refused.
+_TEXT_BREAKS = "\n\r\t"
+
+
 def screen_system(contents: Mapping[str, Any]) -> list[str]:
     """Why the official tools must not read this system description (``[]``: they may)."""
     refusals = []
@@ -268,6 +274,8 @@ def screen_system(contents: Mapping[str, Any]) -> list[str]:
     for name, value in contents.items():
         if name in SYSTEM_NAME_FIELDS and isinstance(value, str):
             continue  # name_problem above covers its control characters
-        if bad := next((c for s in _strings({name: value}) if (c := _first_control(s))), None):
+        bad = _first_control(name) if isinstance(name, str) else None
+        bad = bad or next((c for s in _strings(value) if (c := _first_control(s, allowed=_TEXT_BREAKS))), None)
+        if bad:
             refusals.append(f"field {shown(name)} holds the control character U+{ord(bad):04X}: {shown(value)}")
     return refusals

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ def add_parser(subparsers: Any) -> None:
     )
     r.add_argument("package", type=Path, metavar="DIR", help="the package's <org> folder (or the folder holding it)")
     r.add_argument("-v", "--verbose", action="store_true", help="also print the official tools' own output")
+    r.add_argument(
+        "--json", type=Path, metavar="FILE", help="also write the verdicts, errors, warnings and scores to FILE (JSON)"
+    )
     r.set_defaults(func=cmd_review)
 
 
@@ -63,6 +67,11 @@ def cmd_review(args: argparse.Namespace) -> int:
         for tool, text in result.raw.items():
             print(printable(f"--- {tool} ---\n{text.rstrip()}\n"))
     print(printable("\n".join(format_review(result))))
+    if args.json is not None:
+        from trainperf.fileio import atomic_write_text
+        from trainperf.submission.review import review_json
+
+        atomic_write_text(args.json, json.dumps(review_json(result), indent=2) + "\n")
     return 0 if result.passed else 1
 
 
@@ -73,11 +82,14 @@ def format_review(r: Any) -> list[str]:
     lines = [f"Review of {r.package} (org {r.org}; official tools: MLPerf Training v{MLPERF_RULESET})"]
     lines += [f"  official tools {r.confinement}"] if r.confinement else []
     lines += [f"  - {p}" for p in r.problems]
+    lines += [f"  warning: {w}" for w in r.warnings]
     for v in r.verdicts:
         if v.score is None or v.score.minutes is None:
             ours = "no score"
         else:
             ours = f"{v.score.label} {minutes_text(v.score.minutes)}" + (" (olympic)" if v.score.valid else "")
+            if v.scaling is not None:
+                ours += f", x{v.scaling:g} (scaling.json) = {minutes_text(v.scaled_minutes)} as published"
         lines.append(
             f"{'PASS' if v.passed else 'FAIL'} {v.benchmark} on {v.system} ({v.scale}, {v.runs} runs): "
             f"trainperf {ours} | result_summarizer {minutes_text(v.summarizer_minutes)}"

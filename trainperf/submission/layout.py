@@ -72,10 +72,12 @@ class Layout:
     refused: dict[tuple[str, str], dict[str, list[str]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # about the package as a whole
     system_problems: dict[str, list[str]] = field(default_factory=dict)
+    system_warnings: dict[str, list[str]] = field(default_factory=dict)
     problems_of: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     warnings_of: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     unusable_systems: set[str] = field(default_factory=set)  # no usable system description: not checked
     divisions: dict[str, str] = field(default_factory=dict)  # system -> division of its description
+    scaling: dict[tuple[str, str], float] = field(default_factory=dict)  # (system, benchmark) -> scaling.json factor
 
     def folder(self, key: tuple[str, str]) -> Path:
         """Where the result files of ``(system, benchmark)`` are in the private copy."""
@@ -217,7 +219,7 @@ def _copy_systems(
             except ValueError as e:
                 found[system] = ([f"{where} {e}; left out of the check (a system description is a few KiB)"], None)
                 continue
-            found[system] = _system_problems(data, system, org)
+            found[system] = _system_problems(data, system, org, layout.system_warnings.setdefault(system, []))
             if found[system][1] is not None:
                 dest.mkdir(parents=True, exist_ok=True)
                 (dest / name).write_bytes(data)
@@ -226,8 +228,18 @@ def _copy_systems(
     return found
 
 
-def _system_problems(data: bytes, system: str, org: str) -> tuple[list[str], dict[str, Any] | None]:
-    """(problems, contents); contents is None when the official tools must not see the description."""
+def _system_problems(
+    data: bytes, system: str, org: str, warnings: list[str] | None = None
+) -> tuple[list[str], dict[str, Any] | None]:
+    """(problems, contents); contents is None when the official tools must not see the description. What the
+    official system_desc_checker accepts but trainperf would write otherwise goes to ``warnings``.
+
+    Only the fields the tools put in a path or a link (:data:`trainperf.rules.gate.SYSTEM_NAME_FIELDS`) must be
+    strings; the official checker asks the other required fields to be present, whatever their JSON type
+    (MLCommons published descriptions with ``number_of_nodes`` 1.0 and ``other_software_stack`` an object), and
+    every string in them is screened for control characters by :func:`trainperf.rules.gate.screen_system`.
+    """
+    warnings = [] if warnings is None else warnings
     where = f"systems/{system}.json"
     try:
         contents = json.loads(data.decode("utf-8"))
@@ -239,17 +251,27 @@ def _system_problems(data: bytes, system: str, org: str) -> tuple[list[str], dic
     if missing:
         return [f"{where} lacks the field(s) {', '.join(missing)} (required by system_desc_checker)"], None
     problems = [
-        f"{where}: field {f!r} must be a string, not {type(contents[f]).__name__}"
-        for f in REQUIRED_FIELDS
-        if not isinstance(contents[f], str)
+        f"{where}: field {f!r} must be a string, not {type(contents[f]).__name__} (the official tools build paths "
+        "and links from it)"
+        for f in gate.SYSTEM_NAME_FIELDS
+        if not isinstance(contents.get(f), str)
     ]
     if problems:
         return problems, None
     refused = gate.screen_system(contents)
     if refused:
         return [f"{where}: {r}; the official tools are not run on this system" for r in refused], None
+    warnings += [
+        f"{where}: field {f!r} is a JSON {type(contents[f]).__name__}, not a string (the official system_desc_checker "
+        "accepts it; `trainperf system` writes strings)"
+        for f in REQUIRED_FIELDS
+        if not isinstance(contents[f], str)
+    ]
     if contents["submitter"] != org:
-        problems.append(f"{where} names submitter {contents['submitter']!r}, but the package is org {org!r}")
+        warnings.append(
+            f"{where} names submitter {contents['submitter']!r}, but the package folder is {org!r} (the official "
+            "tools do not compare them)"
+        )
     if contents["division"] not in DIVISIONS:
         problems.append(f"{where}: division {contents['division']!r} is not one of {', '.join(DIVISIONS)}")
     return problems, contents
@@ -292,6 +314,36 @@ def _copy_system_results(
         os.close(fd)
 
 
+MAX_SCALING_FACTOR = 10.0  # MLPerf v2.0's review committee published factors of about 1.0 to 1.1
+
+
+def _scaling(reader: _Reader, fd: int, rel: Path, where: str, key: tuple[str, str], layout: Layout) -> None:
+    """A published ``scaling.json``: the review committee's factor on the score, read as a JSON number only.
+
+    The committee's factor is a penalty (MLPerf v2.0: Google's ssd on cloud-tpu-v4-4096-TF, 1.023): at least 1,
+    so it can only lengthen the time. A factor below 1, which would shorten it, is what a package could add to
+    buy a score, and is refused. The file is kept out of the copy the official tools read either way, so the
+    summarizer's score stays raw; the review shows the raw score and the scaled one apart.
+    """
+    try:
+        data = json.loads(reader.read(rel.name, fd, gate.MAX_SYSTEM_BYTES, rel).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        data = {"scaling_factor": f"unreadable ({gate.printable(str(e))})"}
+    factor = data.get("scaling_factor") if isinstance(data, dict) else None
+    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 <= factor <= MAX_SCALING_FACTOR):
+        layout.problems_of.setdefault(key, []).append(
+            f"{where} {_CONTROL_FILES['scaling.json']} by {gate.shown(factor)}; only the review committee's "
+            f"penalty (a number from 1 to {MAX_SCALING_FACTOR:g}) is accepted: a factor below 1 would shorten the "
+            "time (left out of the check)"
+        )
+        return
+    layout.scaling[key] = float(factor)
+    layout.warnings_of.setdefault(key, []).append(
+        f"{where}: the review committee's scaling factor {factor:g} applies to the published score (shown apart "
+        "from the raw one; the summarizer is run without it)"
+    )
+
+
 def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str, layout: Layout) -> None:
     rel = Path("results") / system / benchmark
     if benchmark not in BENCHMARKS:
@@ -307,6 +359,9 @@ def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str
     try:
         for name, mode in reader.listing(fd, rel):
             where = f"results/{system}/{benchmark}/{_name(name)}"
+            if name == "scaling.json" and stat.S_ISREG(mode):
+                _scaling(reader, fd, rel / name, where, key, layout)
+                continue
             if name in _CONTROL_FILES and stat.S_ISREG(mode):
                 _control_file(layout, where, name, key)
                 continue

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from typing import Any
 from mlperf_logging.benchmark_meta import get_result_file_counts
 
 from trainperf.errors import NotAvailableError, TrainperfError, UsageError
+from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
 from trainperf.results import LoggedRun, parse_run, read_mllog
 from trainperf.rules import gate
 from trainperf.rules.compliance import TARGET_PROBLEM, check_log
@@ -59,6 +61,14 @@ class Verdict:
     rcp: str = "not checked"
     score: Score | None = None  # trainperf's olympic score
     summarizer_minutes: float | None = None  # the official result_summarizer's score
+    scaling: float | None = None  # the review committee's factor (scaling.json); None: none
+
+    @property
+    def scaled_minutes(self) -> float | None:
+        """trainperf's score as MLCommons publishes it: the raw olympic score times scaling.json's factor."""
+        if self.score is None or self.score.minutes is None:
+            return None
+        return self.score.minutes * (self.scaling or 1.0)
 
     @property
     def passed(self) -> bool:
@@ -71,6 +81,7 @@ class Review:
     org: str
     verdicts: list[Verdict]
     problems: list[str] = field(default_factory=list)  # about the package as a whole
+    warnings: list[str] = field(default_factory=list)  # about the package as a whole
     raw: dict[str, str] = field(default_factory=dict)  # each official tool's output
     confinement: str = ""  # how the official tools ran: "confined: ..." or "not confined: <why>"; "" if none ran
 
@@ -110,10 +121,11 @@ def review(package_dir: Path) -> Review:
         benches = {key: _Bench(system=key[0], benchmark=key[1]) for key in layout.benchmarks}
         for key, bench in benches.items():
             bench.problems += layout.system_problems.get(key[0], []) + layout.problems_of.get(key, [])
-            bench.warnings += layout.warnings_of.get(key, [])
+            bench.warnings += layout.system_warnings.get(key[0], []) + layout.warnings_of.get(key, [])
         problems = list(layout.problems)
         raw: dict[str, str] = {}
         notes: list[str] = []
+        notes_later: list[str] = []  # package-level findings of later rounds' rules: warnings
         checkable = [k for k in benches if k[0] not in layout.unusable_systems and layout.benchmarks[k]]
 
         # (a) the official package checker
@@ -122,7 +134,7 @@ def review(package_dir: Path) -> Review:
             raw["package_checker"] = pc.ran.log or pc.ran.raw
             notes.append(pc.ran.confinement)
             if pc.ran.crashed or not pc.finished:
-                problems.append(pc.ran.failure())
+                (notes_later if _lacks_round_data(pc.ran, benches) else problems).append(_crash(pc.ran))
             for msg in pc.general:  # system descriptions: "System description checker failed for <name> : ..."
                 owners = [b for (s, _), b in benches.items() if f"failed for {s} " in msg + " "]
                 for b in owners:
@@ -130,7 +142,9 @@ def review(package_dir: Path) -> Review:
                 problems += [] if owners else [f"package_checker: {msg}"]
             for key, msgs in pc.errors.items():
                 target = benches.get(key)
-                (target.problems if target else problems).extend(f"package_checker: {m}" for m in msgs)
+                errors, later = _package_checker_errors(msgs)
+                (target.problems if target else problems).extend(f"package_checker: {m}" for m in errors)
+                (target.warnings if target else notes_later).extend(f"package_checker: {m}" for m in later)
             for key, msgs in pc.warnings.items():
                 if key in benches:
                     benches[key].warnings.extend(f"package_checker: {m}" for m in msgs)
@@ -161,19 +175,71 @@ def review(package_dir: Path) -> Review:
             raw["result_summarizer"] = summary.ran.raw
             notes.append(summary.ran.confinement)
             if summary.ran.crashed:
-                problems.append(summary.ran.failure())
-        verdicts = [_verdict(bench, summary) for bench in benches.values()]
+                (notes_later if _lacks_round_data(summary.ran, benches) else problems).append(_crash(summary.ran))
+        verdicts = [_verdict(bench, summary, layout.scaling.get(k)) for k, bench in benches.items()]
     return Review(
         package=org_dir,
         org=org,
         verdicts=verdicts,
         problems=problems,
+        warnings=notes_later,
         raw=raw,
         confinement="; ".join(dict.fromkeys(n for n in notes if n)),
     )
 
 
 # --- the steps ----------------------------------------------------------------------------------------
+_PC_RCP_FAILED = "package_checker: RCP Test Failed"
+_LACKS = (
+    " (the installed mlperf-logging has no data for this benchmark in this round: a gap of the tool, not a rule "
+    "the package breaks; trainperf's own checks stand)"
+)
+
+
+def _lacks_round_data(ran: official.ToolRun, benches: dict[tuple[str, str], Any]) -> bool:
+    """True when a tool crashed with ``KeyError: '<benchmark>'`` for a benchmark of the package: mlperf-logging
+    4.1.68 has no v2.0 dlrm entry in its run counts, and its package checker, rcp checker and summarizer stop there."""
+    last = (ran.err.strip().splitlines() or [""])[-1].strip()
+    return ran.rc is not None and any(last == f"KeyError: {b!r}" for _, b in benches)
+
+
+def _crash(ran: official.ToolRun) -> str:
+    return ran.failure() + (_LACKS if _lacks_round_data(ran, {("", b): None for b in _BENCHMARK_NAMES}) else "")
+
+
+_NO_SEED = re.compile(r"Result file \S+ logs no seed\.$")
+_SEED_FAILED = "Seed checker failed"
+
+
+def _package_checker_errors(msgs: list[str]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of the installed package checker's errors for one benchmark, by the round's rules.
+
+    mlperf-logging 4.x (commit ac0096c, September 2024) fails a run that logs no seed; the v2.0 round's seed
+    checker failed it only when another run of the benchmark logs one, which :func:`_check_seeds_and_consistency`
+    checks. So "logs no seed" is a warning here, and the summary line "Seed checker failed" goes with it when the
+    seed checker found nothing else.
+    """
+    errors, later = [], []
+    seed_errors_left = False
+    for msg in msgs:
+        if msg.startswith(_SEED_FAILED + " and found the following errors:"):
+            body = msg.split(":", 1)[1].strip().splitlines()
+            kept = [ln for ln in body if not _NO_SEED.match(ln.strip())]
+            later += [
+                f"{ln.strip()} (a seed checker error from mlperf-logging 4.x on; not a rule of the v2.0 round)"
+                for ln in body
+                if _NO_SEED.match(ln.strip())
+            ]
+            if kept:
+                seed_errors_left = True
+                errors.append(f"{_SEED_FAILED} and found the following errors: " + "\n".join(kept))
+        elif msg != _SEED_FAILED:
+            errors.append(msg)
+    if seed_errors_left or (_SEED_FAILED in msgs and not later):
+        errors += [m for m in msgs if m == _SEED_FAILED][:1]
+    return errors, later
+
+
 def _read_run(path: Path, bench: _Bench, layout: Layout) -> _Run:
     try:
         records = read_mllog(path)
@@ -245,11 +311,10 @@ def _check_compliance(bench: _Bench) -> None:
         if res.passed:
             continue
         rules = "trainperf's mini rules" if res.scale == "mini" else f"the official v{res.ruleset} rules"
-        if (
-            run.logged
-            and run.logged.status == "aborted"
-            and all(p.startswith((TARGET_PROBLEM, _STATUS_PROBLEM)) for p in res.problems)
-        ):
+        if run.logged and all(p.startswith((TARGET_PROBLEM, _STATUS_PROBLEM)) for p in res.problems):
+            # a run that stopped short of the target (aborted, or stopped 'success' below it, as a published
+            # Google v2.0 resnet run did) counts as a failed run, which olympic scoring drops: the v2.0 package
+            # checker accepts one non-compliant file "under olympic scoring"
             aborted.append(run.name)
             continue
         bench.problems.extend(f"{run.name} ({rules}): {p}" for p in res.problems)
@@ -260,8 +325,8 @@ def _check_compliance(bench: _Bench) -> None:
         )
     elif aborted:
         bench.warnings.append(
-            f"{', '.join(aborted)} stopped without reaching the target (status aborted); counted as the "
-            "slowest, which olympic scoring drops"
+            f"{', '.join(aborted)} stopped without reaching the target; counted as the slowest, which olympic "
+            "scoring drops"
         )
 
 
@@ -275,24 +340,49 @@ def _numbers(value: Any) -> list[float]:
     return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
 
 
+def _seed_records(run: _Run) -> set[tuple[Any, Any, str]]:
+    """The run's seeds as the round's seed checker tells them apart: (source file, line, value)."""
+    out = set()
+    for r in run.records:
+        if r.get("key") == "seed":
+            md = r.get("metadata") if isinstance(r.get("metadata"), dict) else {}
+            out.add((json.dumps(md.get("file")), json.dumps(md.get("lineno")), json.dumps(r.get("value"))))
+    return out
+
+
 def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) -> None:
-    """(c) distinct seeds across the runs; org, system and quality values that fit the package."""
-    by_seed: dict[str, list[str]] = defaultdict(list)
+    """(c) distinct seeds across the runs; org, system and quality values that fit the package.
+
+    The seed rules are those of the v2.0 round's seed checker (mlperf-logging 2.0.0, seed_checker.py): two runs
+    logging the same seed from the same source line, or a run logging no seed where another run logs one, is an
+    error; a run logging several seeds (one per rank, say) is a warning, and so is a benchmark none of whose runs
+    logs a seed. ``submission_org`` and ``submission_platform`` are names: the gate has already refused any that
+    could be read as a path, and MLCommons compares neither with the folders, so a mismatch is a warning.
+    """
+    by_seed: dict[tuple[Any, Any, str], list[str]] = defaultdict(list)
     spec = _spec(bench)
+    logs_seeds = [r.name for r in bench.runs if r.records and _seed_records(r)]
     for run in bench.runs:
         if not run.records:
             continue
-        seeds = {json.dumps(r.get("value")) for r in run.records if r.get("key") == "seed"}
-        if not seeds:
-            bench.problems.append(f"{run.name}: logs no seed; every run must log the seed it used")
-        elif len(seeds) > 1:
-            bench.problems.append(f"{run.name}: logs several different seeds ({', '.join(sorted(seeds))})")
+        seeds = _seed_records(run)
+        if not seeds and logs_seeds:
+            bench.problems.append(
+                f"{run.name}: logs no seed, but {logs_seeds[0]} does; every run must log the seed it used "
+                "(seed checker, mlperf-logging 2.0.0)"
+            )
+        elif not seeds:
+            bench.warnings.append(f"{run.name}: logs no seed (an error from the v4.1 seed checker on, not in v2.0)")
+        elif len({s[2] for s in seeds}) > 1:
+            values = sorted({s[2] for s in seeds})
+            shown = ", ".join(values[:3]) + (f", ... ({len(values)} in all)" if len(values) > 3 else "")
+            bench.warnings.append(f"{run.name}: logs several different seeds ({shown}), one per rank or per generator")
         for s in seeds:
             by_seed[s].append(run.name)
         if (found := _first(run.records, "submission_org")) != org:
-            bench.problems.append(f"{run.name}: submission_org is {found!r}, but the package is org {org!r}")
+            bench.warnings.append(f"{run.name}: submission_org is {found!r}, but the package folder is {org!r}")
         if (found := _first(run.records, "submission_platform")) != bench.system:
-            bench.problems.append(f"{run.name}: submission_platform is {found!r}, but it is in results/{bench.system}")
+            bench.warnings.append(f"{run.name}: submission_platform is {found!r}, but it is in results/{bench.system}")
         for r in run.records:
             if r.get("key") != "eval_accuracy":
                 continue
@@ -314,11 +404,11 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) 
             f"the logs declare MLPerf division {', '.join(sorted(map(str, declared)))} but systems/{bench.system}.json "
             f"says {division!r}: the official tools take the division from the system description"
         )
-    for seed, names in sorted(by_seed.items()):
+    for (_, _, seed), names in sorted(by_seed.items()):
         if len(names) > 1:
             bench.problems.append(
                 f"{' and '.join(names)} log the same seed {seed}: the runs of a benchmark must use distinct "
-                "seeds (trainperf gives run i the seed --seed + i)"
+                "seeds (seed checker, mlperf-logging 2.0.0; trainperf gives run i the seed --seed + i)"
             )
 
 
@@ -356,9 +446,24 @@ def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[
     rcp = official.run_rcp_checker(folder, work / f"rcp_{bench.system}_{bench.benchmark}", custom_rcps=custom)
     raw[f"rcp_checker {bench.system}/{bench.benchmark}"] = rcp.ran.log or rcp.ran.raw
     notes.append(rcp.ran.confinement)
+    if bench.benchmark == "bert" and not rcp.passed and not rcp.ran.crashed and custom is None:
+        # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which the
+        # round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package checker so)
+        again = official.run_rcp_checker(
+            folder, work / f"rcp_{bench.system}_{bench.benchmark}_samples", bert_train_samples=True
+        )
+        raw[f"rcp_checker --bert_train_samples {bench.system}/{bench.benchmark}"] = again.ran.log or again.ran.raw
+        if again.passed:
+            rcp, note = again, f"{note}, bert's samples read from train_samples (--bert_train_samples)"
+            moved = [p for p in bench.problems if p.startswith(_PC_RCP_FAILED)]
+            bench.problems = [p for p in bench.problems if p not in moved]
+            bench.warnings += [
+                f"{p} (counting epoch_num; with --rcp_bert_train_samples the RCP check passes, see RCP)" for p in moved
+            ]
     if rcp.ran.crashed:
         bench.rcp = f"could not be checked: {rcp.message}"
-        bench.problems.append(f"RCP check {bench.rcp}")
+        lacks = _lacks_round_data(rcp.ran, {(bench.system, bench.benchmark): bench})
+        (bench.warnings if lacks else bench.problems).append(f"RCP check {bench.rcp}" + (_LACKS if lacks else ""))
         return
     detail = ""
     if rcp.submission_epochs is not None and rcp.min_epochs is not None:
@@ -381,7 +486,7 @@ def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[
         bench.problems.append(f"RCP check {bench.rcp}{advice}")
 
 
-def _verdict(bench: _Bench, summary: official.Summary | None) -> Verdict:
+def _verdict(bench: _Bench, summary: official.Summary | None, scaling: float | None = None) -> Verdict:
     need, dropped = _runs_required(bench)
     results = [
         (True, r.logged.minutes)
@@ -413,6 +518,7 @@ def _verdict(bench: _Bench, summary: official.Summary | None) -> Verdict:
         rcp=bench.rcp,
         score=ours,
         summarizer_minutes=theirs,
+        scaling=scaling,
     )
 
 
@@ -439,3 +545,71 @@ def _why_scores_differ(bench: _Bench, ours: Score | None, summary: official.Summ
 
 def minutes_text(m: float | None) -> str:
     return "no score" if m is None else f"{m:.4f} min"
+
+
+def finding_kind(text: str) -> str:
+    """A short name for the kind of a finding (an error or a warning), for tables: its source and rule."""
+    kinds = (
+        ("package_checker: Seed checker", "package_checker seeds"),
+        ("package_checker: RCP", "package_checker RCP"),
+        ("package_checker: System description", "package_checker system description"),
+        ("package_checker:", "package_checker"),
+        ("result_summarizer:", "result_summarizer"),
+        ("RCP check", "RCP"),
+        ("systems/", "system description"),
+        ("trainperf's score", "score differs from the summarizer's"),
+    )
+    for prefix, kind in kinds:
+        if text.startswith(prefix):
+            return kind
+    for words, kind in (
+        ("refused before the official tools", "gate"),
+        ("logs no seed", "seeds"),
+        ("seeds", "seeds"),
+        ("same seed", "seeds"),
+        ("submission_org is", "submission_org vs folder"),
+        ("submission_platform is", "submission_platform vs folder"),
+        ("scaling.json", "scaling.json"),
+        ("rules):", "compliance"),
+        ("is logged", "compliance (repeated key)"),
+        ("stopped without reaching the target", "aborted runs"),
+        ("result files, but a", "result count"),
+        ("not a result file", "file not a result"),
+    ):
+        if words in text:
+            return kind
+    return "other"
+
+
+def review_json(r: Review) -> dict[str, Any]:
+    """The review as JSON-ready data: one entry per (system, benchmark), findings classified by kind."""
+
+    def findings(texts: list[str]) -> list[dict[str, str]]:
+        return [{"kind": finding_kind(t), "text": t} for t in texts]
+
+    return {
+        "package": str(r.package),
+        "org": r.org,
+        "passed": r.passed,
+        "errors": findings(r.problems),
+        "warnings": findings(r.warnings),
+        "confinement": r.confinement,
+        "verdicts": [
+            {
+                "system": v.system,
+                "benchmark": v.benchmark,
+                "scale": v.scale,
+                "runs": v.runs,
+                "accepted": v.passed,
+                "score_minutes": v.score.minutes if v.score else None,
+                "score_valid": bool(v.score and v.score.valid),
+                "scaling_factor": v.scaling,
+                "scaled_minutes": v.scaled_minutes,
+                "summarizer_minutes": v.summarizer_minutes,
+                "rcp": v.rcp,
+                "errors": findings(v.problems),
+                "warnings": findings(v.warnings),
+            }
+            for v in r.verdicts
+        ],
+    }

@@ -1,0 +1,123 @@
+"""Review a whole published MLPerf Training results repository and print how far trainperf agrees with MLCommons.
+
+    python benchmarks/real_round.py ROUND [--orgs A,B] [--json FILE] [--jobs N]
+
+ROUND is a folder holding one ``<org>/`` package per submitter (systems/ and results/), e.g. the files of the
+mlcommons/training_results_v2.0 repository. Every (system, benchmark) of every org is reviewed with
+``trainperf.submission.review.review`` and compared with the published score of trainperf's shipped history
+table (trainperf/history/data/mlperf_training_results.csv, the round taken from the folder's name or --round).
+Printed: per org the pairs, how many are accepted, how many of trainperf's scores equal the published one to three
+decimals (the raw score, times scaling.json's factor where the committee gave one), errors and warnings by kind,
+and the time; then every rejected pair with its errors. --json writes every verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainperf.submission.review import review, review_json  # noqa: E402
+
+HISTORY = ROOT / "trainperf" / "history" / "data" / "mlperf_training_results.csv"
+
+
+def published(round_name: str) -> dict[tuple[str, str, str], dict[str, str]]:
+    with HISTORY.open(newline="", encoding="utf-8") as f:
+        return {(r["org"], r["system"], r["benchmark"]): r for r in csv.DictReader(f) if r["round"] == round_name}
+
+
+def review_org(org_dir: str) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        data = review_json(review(Path(org_dir)))
+    except Exception as e:  # noqa: BLE001 - one org's failure is a row of the table, not the end of the run
+        data = {
+            "org": Path(org_dir).name,
+            "passed": False,
+            "verdicts": [],
+            "errors": [{"kind": "crash", "text": repr(e)}],
+        }
+    data["seconds"] = time.perf_counter() - start
+    return data
+
+
+def _same(ours: float | None, theirs: str) -> bool:
+    return ours is not None and theirs not in ("", None) and f"{ours:.3f}" == f"{float(theirs):.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("round", type=Path, help="the results repository's files (one <org>/ folder per submitter)")
+    ap.add_argument("--orgs", help="only these orgs, comma-separated")
+    ap.add_argument("--round", dest="round_name", help="the round in the history table (default: from the folder)")
+    ap.add_argument("--json", type=Path, help="write every org's review (verdicts, findings, scores) here")
+    ap.add_argument("--jobs", type=int, default=1, help="orgs reviewed at once (processes)")
+    args = ap.parse_args(argv)
+    round_name = args.round_name or ("v" + m[1] if (m := re.search(r"(\d+\.\d+)", args.round.name)) else "")
+    table = published(round_name)
+    orgs = sorted(p for p in args.round.iterdir() if (p / "results").is_dir())
+    if args.orgs:
+        orgs = [p for p in orgs if p.name in args.orgs.split(",")]
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = []
+        for r in pool.map(review_org, [str(p) for p in orgs]):
+            results.append(r)
+            print(f"{r['org']}: {len(r['verdicts'])} pairs, {r['seconds']:.1f} s", file=sys.stderr, flush=True)
+    total = time.perf_counter() - start
+    rows, rejected = [], []
+    errors: Counter[str] = Counter()
+    warnings: Counter[str] = Counter()
+    sums = Counter()
+    for r in results:
+        n = len(r["verdicts"])
+        accepted = sum(v["accepted"] and not r["errors"] for v in r["verdicts"])
+        equal = 0
+        for v in r["verdicts"]:
+            row = table.get((r["org"], v["system"], v["benchmark"]))
+            ours = v["scaled_minutes"] if v["scaling_factor"] else v["score_minutes"]
+            equal += bool(row and _same(ours, row["score_min"]))
+            errors.update(f["kind"] for f in v["errors"])
+            warnings.update(f["kind"] for f in v["warnings"])
+            if not v["accepted"] or r["errors"]:
+                rejected.append((r["org"], v, r["errors"]))
+        errors.update(f["kind"] for f in r["errors"])
+        warnings.update(f["kind"] for f in r.get("warnings", []))
+        n_err = sum(len(v["errors"]) for v in r["verdicts"]) + len(r["errors"])
+        n_warn = sum(len(v["warnings"]) for v in r["verdicts"]) + len(r.get("warnings", []))
+        rows.append((r["org"], n, accepted, equal, n_err, n_warn, r["seconds"]))
+        sums.update(pairs=n, accepted=accepted, equal=equal, errors=n_err, warnings=n_warn)
+    print(f"| org ({round_name}) | pairs | accepted | score = published | errors | warnings | time (s) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for org, n, acc, eq, ne, nw, sec in rows:
+        print(f"| {org} | {n} | {acc} | {eq} | {ne} | {nw} | {sec:.1f} |")
+    print(
+        f"| all {len(rows)} orgs | {sums['pairs']} | {sums['accepted']} | {sums['equal']} | {sums['errors']} | "
+        f"{sums['warnings']} | {total:.1f} (wall, --jobs {args.jobs}) |"
+    )
+    print("\nerrors by kind: " + (", ".join(f"{k} {n}" for k, n in errors.most_common()) or "none"))
+    print("warnings by kind: " + (", ".join(f"{k} {n}" for k, n in warnings.most_common()) or "none"))
+    if rejected:
+        print("\nrejected:")
+    for org, v, package_errors in rejected:
+        print(f"- {org} {v['system']}/{v['benchmark']}:")
+        for f in v["errors"] + package_errors:
+            print(f"    [{f['kind']}] {f['text'][:400]}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,253 @@
+"""`trainperf review` on what published MLPerf v2.0 packages really hold, reproduced by hand (no copy of a real log):
+each quirk is a warning, not an error, as MLCommons accepted it; and each relaxation still stops the attack that
+the old, stricter check stopped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from untrusted import ORG, SYSTEM, make_package, system_description
+
+from trainperf.submission.cli import format_review
+from trainperf.submission.layout import copy_package
+from trainperf.submission.official import ToolRun
+from trainperf.submission.review import (
+    _Bench,
+    _check_seeds_and_consistency,
+    _lacks_round_data,
+    _package_checker_errors,
+    _Run,
+    review,
+)
+
+pytest.importorskip("mlperf_logging")
+ESC = "\x1b"
+
+
+def quirky_package(root: Path) -> Path:
+    """The quirks of published packages: a description with a float node count and a software stack object holding
+    Python's two-line version (MosaicML), logs naming the org in other letters (Samsung's 'SAMSUNG') and a platform
+    other than the folder (Google's 'tpu-v4-2048' in cloud-tpu-v4-2048-TF)."""
+    logs = {i: {"submission_org": ORG.upper(), "submission_platform": f"{SYSTEM}-8x"} for i in range(5)}
+    org = make_package(root, logs)
+    desc = system_description(number_of_nodes=1.0)  # type: ignore[arg-type]
+    desc["other_software_stack"] = {"python_version": "3.9.12 (main)\n[GCC 9.4.0]", "cuda": "11.3"}  # type: ignore
+    (org / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc), encoding="utf-8")
+    return org
+
+
+@pytest.fixture(scope="module")
+def quirky(tmp_path_factory):
+    return review(quirky_package(tmp_path_factory.mktemp("quirky")))
+
+
+def test_a_package_with_the_published_quirks_is_accepted_with_warnings(quirky):
+    (verdict,) = quirky.verdicts
+    assert quirky.passed and verdict.passed, verdict.problems
+    assert verdict.summarizer_minutes == pytest.approx(verdict.score.minutes, rel=1e-9)
+    text = "\n".join(verdict.warnings)
+    assert "field 'number_of_nodes' is a JSON float" in text
+    assert "field 'other_software_stack' is a JSON dict" in text
+    assert "submission_org is 'ACME', but the package folder is 'acme'" in text
+    assert f"submission_platform is '{SYSTEM}-8x', but it is in results/{SYSTEM}" in text
+
+
+def test_a_log_with_one_seed_per_rank_is_a_warning():
+    """NVIDIA's v2.0 logs hold a seed line per rank; the round's seed checker only warned about it."""
+    runs = [
+        _Run(name=f"result_{i}.txt", path=Path("x"), logged=None, records=[_seed(10 * i + r, rank=r) for r in range(2)])
+        for i in range(5)
+    ]
+    bench = _Bench(system=SYSTEM, benchmark="resnet", runs=runs)
+    _check_seeds_and_consistency(bench, ORG, None)
+    assert bench.problems == []
+    assert "result_1.txt: logs several different seeds (10, 11), one per rank or per generator" in bench.warnings
+
+
+def _seed(value: int, rank: int) -> dict:
+    return {"key": "seed", "value": value, "metadata": {"file": "train.py", "lineno": 7, "rank": rank}}
+
+
+def test_a_system_description_with_an_escape_is_still_kept_from_the_tools(tmp_path):
+    """The attack the string-only rule stopped: a description field that would print a terminal escape."""
+    org = make_package(tmp_path / "pkg")
+    desc = system_description()
+    desc["other_software_stack"] = {"python_version": f"3.9\n{ESC}]0;owned{ESC}\\"}  # type: ignore[assignment]
+    (org / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc), encoding="utf-8")
+    layout = copy_package(org, tmp_path / "copy" / ORG)
+    assert SYSTEM in layout.unusable_systems
+    (problem,) = layout.system_problems[SYSTEM]
+    assert "holds the control character U+001B" in problem and ESC not in problem
+
+
+@pytest.mark.parametrize("field", ["submitter", "division", "system_name"])
+def test_the_fields_that_become_paths_must_still_be_strings(tmp_path, field):
+    org = make_package(tmp_path / "pkg")
+    desc = system_description()
+    desc[field] = {"a": "../x"}  # type: ignore[assignment]
+    (org / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc), encoding="utf-8")
+    layout = copy_package(org, tmp_path / "copy" / ORG)
+    assert SYSTEM in layout.unusable_systems
+    assert any(f"field {field!r} must be a string, not dict" in p for p in layout.system_problems[SYSTEM])
+
+
+def test_a_name_that_is_a_path_is_still_refused_whatever_the_folder(tmp_path):
+    """submission_org is compared with the folder no more; a value that is a path is still refused by the gate."""
+    org = make_package(tmp_path / "pkg", {1: {"submission_org": "../acme"}})
+    (verdict,) = review(org).verdicts
+    assert not verdict.passed
+    assert any(p.startswith("result_1.txt: refused") and "'../acme'" in p for p in verdict.problems)
+
+
+def test_two_runs_with_the_same_seed_from_the_same_line_still_fail(tmp_path):
+    org = make_package(tmp_path / "pkg", {2: {"seed": 1}})
+    (verdict,) = review(org).verdicts
+    assert not verdict.passed
+    assert any("result_0.txt and result_2.txt log the same seed 1" in p for p in verdict.problems)
+
+
+def test_a_run_without_a_seed_beside_runs_with_one_fails_and_none_logging_one_warns(tmp_path):
+    org = make_package(tmp_path / "pkg")
+    log = org / "results" / SYSTEM / "resnet" / "result_3.txt"
+    log.write_text("".join(ln for ln in log.read_text().splitlines(True) if '"key": "seed"' not in ln))
+    (verdict,) = review(org).verdicts
+    assert any(p.startswith("result_3.txt: logs no seed, but result_0.txt does") for p in verdict.problems)
+
+
+def test_the_later_rounds_no_seed_error_of_the_package_checker_is_a_warning():
+    no_seed = [
+        "Seed checker failed and found the following errors: Result file results/box/bert/result_0.txt logs no "
+        "seed.\nResult file results/box/bert/result_1.txt logs no seed.",
+        "Seed checker failed",
+    ]
+    errors, warnings = _package_checker_errors(no_seed)
+    assert errors == [] and len(warnings) == 2 and "not a rule of the v2.0 round" in warnings[0]
+    same = "Result file a logs seed 3 on t.py:1. However, result file b already logs the same seed on the same line."
+    errors, warnings = _package_checker_errors(
+        [
+            f"Seed checker failed and found the following errors: {same}",
+            "Seed checker failed",
+            "RCP Test Failed: RCP found",
+        ]
+    )
+    assert (
+        errors
+        == [
+            f"Seed checker failed and found the following errors: {same}",
+            "RCP Test Failed: RCP found",
+            "Seed checker failed",
+        ]
+        and warnings == []
+    )
+
+
+# --- scaling.json and runs short of the target ----------------------------------------------------------
+def test_the_committees_scaling_factor_is_shown_apart_and_one_run_short_of_the_target_is_dropped(tmp_path):
+    """Google's v2.0 ssd package holds the committee's scaling.json (1.023), and a published Google resnet run
+    stopped 'success' just below the target: MLCommons accepted both (the package checker accepts one
+    non-compliant file under olympic scoring)."""
+    org = make_package(tmp_path / "pkg")
+    _short_of_the_target(org, 3)
+    (org / "results" / SYSTEM / "resnet" / "scaling.json").write_text('{"scaling_factor": 1.023}\n')
+    result = review(org)
+    (verdict,) = result.verdicts
+    assert verdict.passed, verdict.problems
+    assert verdict.scaling == 1.023 and verdict.scaled_minutes == pytest.approx(verdict.score.minutes * 1.023)
+    assert verdict.summarizer_minutes == pytest.approx(verdict.score.minutes, rel=1e-9)  # the raw score
+    assert any("result_3.txt stopped without reaching the target" in w for w in verdict.warnings)
+    assert any("scaling factor 1.023 applies to the published score" in w for w in verdict.warnings)
+    text = "\n".join(format_review(result))
+    assert f"x1.023 (scaling.json) = {verdict.scaled_minutes:.4f} min as published" in text
+    out = tmp_path / "review.json"
+    rc = subprocess.run(
+        [sys.executable, "-m", "trainperf", "review", str(org), "--json", str(out)], capture_output=True, timeout=300
+    ).returncode
+    data = json.loads(out.read_text())
+    assert rc == 0 and data["passed"] and data["verdicts"][0]["scaling_factor"] == 1.023
+    assert data["verdicts"][0]["scaled_minutes"] == pytest.approx(verdict.scaled_minutes)
+    assert {w["kind"] for w in data["verdicts"][0]["warnings"]} >= {"scaling.json", "aborted runs"}
+
+
+def _short_of_the_target(org: Path, i: int) -> None:
+    """Run i's last evaluation below the mini target; it still stops with status 'success'."""
+    log = org / "results" / SYSTEM / "resnet" / f"result_{i}.txt"
+    text = log.read_text(encoding="utf-8")
+    assert text.count('"value": 0.95,') == 1
+    log.write_text(text.replace('"value": 0.95,', '"value": 0.5,'), encoding="utf-8")
+
+
+@pytest.mark.parametrize("factor", ["0.5", "0", "true", '"1.5"', "1e400"])
+def test_a_scaling_factor_that_would_shorten_the_time_is_refused(tmp_path, factor):
+    """The attack the refusal of every scaling.json stopped: a package scaling its own score down."""
+    org = make_package(tmp_path / "pkg")
+    (org / "results" / SYSTEM / "resnet" / "scaling.json").write_text(f'{{"scaling_factor": {factor}}}')
+    layout = copy_package(org, tmp_path / "copy" / ORG)
+    (problem,) = layout.problems_of[(SYSTEM, "resnet")]
+    assert "scaling.json scales the result_summarizer's score" in problem and layout.scaling == {}
+
+
+def test_more_runs_short_of_the_target_than_olympic_scoring_drops_fail(tmp_path):
+    org = make_package(tmp_path / "pkg")
+    _short_of_the_target(org, 1)
+    _short_of_the_target(org, 3)
+    (verdict,) = review(org).verdicts
+    assert not verdict.passed
+    assert any("2 runs stopped without reaching the target" in p for p in verdict.problems)
+
+
+def test_a_tool_without_the_rounds_data_for_a_benchmark_is_a_warning_and_any_other_crash_an_error():
+    """mlperf-logging 4.1.68's package checker, rcp checker and summarizer stop on Google's v2.0 dlrm with
+    KeyError: 'dlrm' (no v2.0 dlrm entry in their run counts)."""
+    crash = "Traceback (most recent call last):\n  ...\nKeyError: 'dlrm'\n"
+    benches = {("research-tpu-v4-256-TF", "dlrm"): None}
+    assert _lacks_round_data(ToolRun(tool="package_checker", rc=1, out="", err=crash), benches)
+    other = crash.replace("KeyError: 'dlrm'", "KeyError: 'submission_benchmark'")
+    assert not _lacks_round_data(ToolRun(tool="package_checker", rc=1, out="", err=other), benches)
+    assert not _lacks_round_data(ToolRun(tool="package_checker", rc=None, out="", err=crash), benches)
+
+
+def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails(monkeypatch, tmp_path):
+    """Baidu's v2.0 bert logs epoch_num 1 and its samples in train_samples: the rcp checker fails it counting
+    epoch_num and passes it with --bert_train_samples, as the round's package checker does with
+    --rcp_bert_train_samples. The package checker's own RCP failure then becomes a warning."""
+    from trainperf.submission import official
+    from trainperf.submission import review as review_module
+
+    calls = []
+
+    def fake(folder, workdir, *, custom_rcps=None, bert_train_samples=False):
+        calls.append(bert_train_samples)
+        ran = ToolRun(tool="rcp_checker", rc=0, out="", err="")
+        return official.RcpCheck(ran=ran, passed=bert_train_samples, message="RCP Interpolation")
+
+    monkeypatch.setattr(official, "run_rcp_checker", fake)
+    records = [{"key": "submission_benchmark", "value": "bert"}, {"key": "global_batch_size", "value": 448}]
+    runs = [_Run(name=f"result_{i}.txt", path=Path("x"), logged=None, records=records) for i in range(10)]
+    bench = _Bench(system=SYSTEM, benchmark="bert", runs=runs)
+    bench.problems.append("package_checker: RCP Test Failed: RCP Interpolation")
+    layout = copy_package(make_package(tmp_path / "pkg"), tmp_path / "copy" / ORG)
+    review_module._check_rcp(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout, {}, [])
+    assert calls == [False, True]
+    assert bench.rcp.startswith("passed") and "--bert_train_samples" in bench.rcp
+    assert bench.problems == []
+    assert any(w.startswith("package_checker: RCP Test Failed") and "passes" in w for w in bench.warnings)
+
+    calls.clear()
+    monkeypatch.setattr(
+        official,
+        "run_rcp_checker",
+        lambda *a, **k: (
+            calls.append(1)
+            or official.RcpCheck(
+                ran=ToolRun(tool="rcp_checker", rc=1, out="", err=""), passed=False, message="RCP found"
+            )
+        ),
+    )
+    bench = _Bench(system=SYSTEM, benchmark="bert", runs=runs)
+    layout.divisions[SYSTEM] = "closed"
+    review_module._check_rcp(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout, {}, [])
+    assert len(calls) == 2 and bench.rcp.startswith("failed") and any("RCP check failed" in p for p in bench.problems)
