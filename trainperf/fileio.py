@@ -66,10 +66,10 @@ def refuse_unsafe_output(path: Path) -> None:
     path = Path(path)
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except OSError:
+        # A new name, or a path the write itself cannot reach (a parent that is a file, no permission): the write
+        # fails with its own error, which each caller reports with the path.
         return
-    except OSError as e:
-        raise UsageError(f"{path}: cannot look at it ({e.strerror or e}); give another output path") from None
     if stat.S_ISLNK(st.st_mode):
         raise UsageError(
             f"{path} is a symbolic link: trainperf never writes over or through a link; give the file's own path "
