@@ -64,7 +64,9 @@ def cmd_list(args: argparse.Namespace) -> int:
                 budget,
             )
             details.append(f"{bench.key} ({scale}, {bench.title}): {spec.model}; data: {spec.dataset}")
-    console = Console()
+    from trainperf.report.table import for_output
+
+    console = for_output(Console())  # piped: whole rows, as wide as they are
     console.print(table)
     console.print(
         "SE: bootstrap standard error of the (headline) metric over evaluation samples, measured at the target "

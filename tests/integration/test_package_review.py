@@ -1,8 +1,7 @@
 """Five real mini resnet runs, packaged for MLCommons and reviewed with the official tools; tampering is caught.
 
-The five runs are made once per session (about 5 minutes on 2 cores). While developing, set
-TRAINPERF_PACKAGE_TEST_RUNS to an existing output folder of 5 mini resnet runs made with --org testorg
-to skip the training.
+The five runs are made once per session and shared with the end-to-end resnet test (tests/conftest.py,
+``resnet_runs``).
 """
 
 from __future__ import annotations
@@ -29,18 +28,9 @@ MLLOG = ":::MLLOG "
 
 
 @pytest.fixture(scope="session")
-def run_folder(tmp_path_factory, data_dir) -> Path:
-    """A trainperf output folder with 5 real mini resnet runs of org testorg."""
-    out = tmp_path_factory.mktemp("runs") / "out"
-    if reuse := os.environ.get("TRAINPERF_PACKAGE_TEST_RUNS"):
-        shutil.copytree(reuse, out)
-        return out
-    # calibration seeds 100006-100010 all reached the target (resnet README): CI does not depend on drawn seeds
-    cmd = [sys.executable, "-m", "trainperf", "run", "resnet", "--runs", "5", "--seed", "100006", "--out", str(out)]
-    cmd += ["--org", ORG, "--data-dir", str(data_dir), "--quiet"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out
+def run_folder(resnet_runs) -> Path:
+    """The 5 real mini resnet runs of org testorg (tests/conftest.py)."""
+    return resnet_runs
 
 
 @pytest.fixture(scope="module")

@@ -490,3 +490,17 @@ def test_a_reference_score_is_placed_among_its_rounds_published_results(tmp_path
     placed = section(page, "published")
     assert f"{p.rank} of {p.count + 1}" in placed and "v2.0" in placed and "32.000" in placed
     assert len(re.findall(r'src="data:image/png;base64,', placed)) == 1
+
+
+def test_two_systems_get_a_comparison_with_the_ratio_interval_and_p_value_of_trainperf_compare(page, systems):
+    from trainperf.report.compare import compare_systems
+
+    body = section(page, "compare")
+    cpu, evil = (expected_score(name).minutes for name in RUNS)
+    assert "<td>resnet</td>" in body and f"{cpu / evil:.3f}" in body  # cpu-box / the GPU system's olympic scores
+    (c,) = compare_systems(*systems)
+    assert c.ratio == pytest.approx(cpu / evil) and c.ci[0] <= c.ratio <= c.ci[1]
+    assert f"{c.p_value:.3g}" in body and html_escaped(c.verdict) in body
+    assert "<script" not in body  # the GPU system's name is escaped in the verdict too
+    one = render_html(systems[:1], price_per_hour=None)
+    assert 'id="compare"' not in one  # one system: nothing to compare

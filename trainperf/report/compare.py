@@ -27,8 +27,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainperf.errors import UsageError
+
+if TYPE_CHECKING:
+    from trainperf.report.collect import BenchmarkResults, SystemResults
 
 DIFFERENCES = ("scale", "target", "code")  # what --allow-different can name
 DETECT = 0.05  # the relative difference the "runs needed" estimate is for
@@ -189,17 +193,39 @@ def read_sides(path: Path, system_name: str | None = None, *, label: str = "") -
     if len(systems) > 1:
         raise UsageError(f"{path} holds {len(systems)} systems ({names}): name one with --system-a / --system-b")
     [system] = systems
-    sides = {}
-    for bench in system.benchmarks:
-        sides[bench.benchmark] = Side(
-            label=label or str(path),
-            runs=tuple(r.minutes if r.success else math.inf for r in bench.runs),
-            score=olympic([r.minutes if r.success else math.inf for r in bench.runs], bench.runs_dropped),
-            scale=bench.scale,
-            target=bench.target_text,
-            code=_codes([r.path for r in bench.runs]),
+    return {bench.benchmark: side_of(bench, label or str(path)) for bench in system.benchmarks}
+
+
+def side_of(bench: BenchmarkResults, label: str) -> Side:
+    """One benchmark's runs of one system, as read by :func:`trainperf.report.collect.collect`."""
+    minutes = [r.minutes if r.success else math.inf for r in bench.runs]
+    return Side(
+        label=label,
+        runs=tuple(minutes),
+        score=olympic(minutes, bench.runs_dropped),
+        scale=bench.scale,
+        target=bench.target_text,
+        code=_codes([r.path for r in bench.runs]),
+    )
+
+
+def compare_systems(a: SystemResults, b: SystemResults, *, resamples: int = 10_000) -> list[Comparison]:
+    """The report's comparison of its two systems: every benchmark both ran at the same scale and target (the
+    rest do not compare, and the report does not pretend they do); a code difference is named, not refused."""
+    out = []
+    theirs = {(x.benchmark, x.scale, x.target_text): x for x in b.benchmarks}
+    for bench in a.benchmarks:
+        other = theirs.get((bench.benchmark, bench.scale, bench.target_text))
+        if other is None or not bench.runs or not other.runs:
+            continue
+        x, y = side_of(bench, a.label), side_of(other, b.label)
+        differences = ("code",) if set(x.code) != set(y.code) else ()
+        out.append(
+            compare_sides(
+                bench.benchmark, x, y, dropped=bench.runs_dropped, resamples=resamples, differences=differences
+            )
         )
-    return sides
+    return out
 
 
 def _dropped(key: str, scale: str) -> int:

@@ -247,6 +247,34 @@ def _strip_chart(strips: list[tuple[str, list[float], float]]) -> str:
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
+def _comparison(a: SystemResults, b: SystemResults) -> str:
+    """`trainperf compare` of the report's two systems: each benchmark both ran at one scale and target."""
+    from trainperf.report.compare import compare_systems
+
+    found = compare_systems(a, b)
+    if not found:
+        return ""
+    rows = []
+    for c in found:
+        interval = "–" if c.ci is None else f"{c.ci[0]:.3f}–{c.ci[1]:.3f}"
+        rows.append(
+            [
+                _e(c.benchmark), f"{c.a.successes}/{len(c.a.runs)}", f"{c.b.successes}/{len(c.b.runs)}",
+                "–" if c.ratio is None else f"{c.ratio:.3f}", interval,
+                "–" if c.p_value is None else f"{c.p_value:.3g}",
+                _e(c.verdict + ("; the two ran different trainperf code" if "code" in c.differences else "")),
+            ]
+        )  # fmt: skip
+    head = ["benchmark", f"runs ok {_e(a.label)}", f"runs ok {_e(b.label)}", "score ratio", "95 % interval", "p",
+            "verdict"]  # fmt: skip
+    note = (
+        f'<p class="note">Score ratio: {_e(a.label)} / {_e(b.label)} (below 1: {_e(a.label)} is faster), with a '
+        "percentile bootstrap interval of the olympic scores; p: a two-sided Mann-Whitney U test of the run minutes "
+        "(a run short of its target counts as the slowest). The same as <code>trainperf compare</code>.</p>"
+    )
+    return _table(head, rows, (1, 2, 3, 4, 5)) + note
+
+
 def _table(head: Iterable[str], rows: Iterable[Iterable[str]], numeric: Iterable[int] = ()) -> str:
     """``head`` is trusted text; each cell is already-escaped HTML; ``numeric`` columns align right."""
     right = set(numeric)
@@ -304,6 +332,10 @@ def render_html(
     sec.append(("time-to-train", "Time to train", _figure(_time_to_train_chart(groups), "time to train", _TTT)))
     sec.append(("spread", "Run spread", _figure(_spread_chart(groups), "run spread", _SPREAD)))
     sec.append(("convergence", "Convergence", _figure(_convergence_chart(groups), "convergence", _CONVERGENCE)))
+    if len(systems) == 2:
+        body = _comparison(*systems)
+        if body:
+            sec.append(("compare", f"{_e(systems[0].label)} against {_e(systems[1].label)}", body))
     placed = _placement(pairs, history_round)
     if placed:
         sec.append(("published", "Among the published results", placed))
