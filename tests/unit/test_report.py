@@ -504,3 +504,12 @@ def test_two_systems_get_a_comparison_with_the_ratio_interval_and_p_value_of_tra
     assert "<script" not in body  # the GPU system's name is escaped in the verdict too
     one = render_html(systems[:1], price_per_hour=None)
     assert 'id="compare"' not in one  # one system: nothing to compare
+
+
+def test_a_one_run_cpu_suite_leaves_out_the_sections_that_would_repeat_or_show_nothing(tmp_path):
+    write_system(tmp_path, "box")
+    write_run(tmp_path / "results/box/resnet/result_0.txt", system="box", seed=1, minutes=1.0)
+    page = render_html(collect([tmp_path]), price_per_hour=None)
+    assert 'id="spread"' not in page  # one run: no spread
+    assert 'id="per-accelerator"' not in page  # one processor: the summary's scores again
+    assert 'id="summary"' in page and 'id="convergence"' in page

@@ -330,7 +330,8 @@ def render_html(
     head = ["system", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target", "note"]
     sec.append(("summary", "Summary", _table(head, rows, (3, 4, 5))))
     sec.append(("time-to-train", "Time to train", _figure(_time_to_train_chart(groups), "time to train", _TTT)))
-    sec.append(("spread", "Run spread", _figure(_spread_chart(groups), "run spread", _SPREAD)))
+    if any(len(b.runs) > 1 for _, b in pairs):  # one run each has no spread to draw (a one-run suite)
+        sec.append(("spread", "Run spread", _figure(_spread_chart(groups), "run spread", _SPREAD)))
     sec.append(("convergence", "Convergence", _figure(_convergence_chart(groups), "convergence", _CONVERGENCE)))
     if len(systems) == 2:
         body = _comparison(*systems)
@@ -349,7 +350,8 @@ def render_html(
     ]  # fmt: skip
     body = _table(["system", "benchmark", "score (min)", "processors", "per-accelerator time (min)"], rows, (2, 4))
     body += '<p class="note">Score minutes × accelerators; a CPU-only host counts as 1 processor.</p>'
-    sec.append(("per-accelerator", "Per-accelerator time", body))
+    if any(s.processors != 1 for s in systems):  # on one processor each it repeats the summary's scores
+        sec.append(("per-accelerator", "Per-accelerator time", body))
     if price_per_hour is not None:
         rows = [
             [
