@@ -171,6 +171,14 @@ def packages(s: Scratch) -> None:
     make_package(s.root / "pkg")
 
 
+@setup("package-shell-name")
+def a_system_name_a_shell_would_run(s: Scratch) -> None:
+    hostile = "x$(touch F);y"
+    org = make_package(s.root / "hostile", {i: {"submission_platform": hostile} for i in range(5)})
+    (org / "results" / "box").rename(org / "results" / hostile)
+    (org / "systems" / "box.json").rename(org / "systems" / f"{hostile}.json")
+
+
 @setup("output-fifo", "output-link")
 def outputs_that_are_not_regular_files(s: Scratch) -> None:
     make_package(s.root / "pkg")

@@ -27,6 +27,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -134,6 +135,7 @@ def _collect(folders: list[Path], org: str) -> tuple[dict[str, Path], list[_Runs
             found = [r for r in found if r is not None]
             if not found:
                 continue
+            _check_system_folder(system_dir)
             desc = folder / "systems" / f"{system}.json"
             _check_system(desc, system, org)
             if system in systems and systems[system].read_bytes() != desc.read_bytes():
@@ -159,11 +161,27 @@ def _collect(folders: list[Path], org: str) -> tuple[dict[str, Path], list[_Runs
     return systems, [runs[k] for k in sorted(runs)]
 
 
+def _check_system_folder(system_dir: Path) -> None:
+    """A system folder's name becomes file names and the commands of the package's README: the plain names
+    `trainperf run --system-name` allows, nothing a shell or a terminal would read as more than a name."""
+    from trainperf.system import check_system_name
+
+    try:
+        check_system_name(system_dir.name)
+    except UsageError:
+        raise ResultsError(
+            f"{ascii(str(system_dir))}: the system folder's name {ascii(system_dir.name)} is not a plain name "
+            "(letters, digits, '-', '_' and '.'), which trainperf run never writes: rename it, and the "
+            "submission_platform of its logs, or run again with --system-name"
+        ) from None
+
+
 def _check_system(desc: Path, system: str, org: str) -> None:
     if not desc.is_file():
+        command = shlex.join(["trainperf", "system", "--org", org, "--system-name", system, "-o", str(desc)])
         raise ResultsError(
             f"{desc} is missing: results/{system} needs its system description. Write it with "
-            f"`trainperf system --org {org} --system-name {system} -o {desc}` on that machine"
+            f"`{command}` on that machine"
         )
     try:
         contents = json.loads(desc.read_text(encoding="utf-8"))
@@ -390,12 +408,17 @@ def _readme(benchmark: str, runs: list[_Runs], specs: dict[str, Any], extra: lis
         "## Reproduce and check",
         "",
         "```",
-        f"trainperf data prepare {benchmark}" if scale == "mini" else f"# provide the {benchmark} dataset",
-        f"trainperf run {benchmark} --scale {scale} --division {division} --runs {len(runs[0].files)} "
-        f"--org {org} --system-name {runs[0].system} --out results-{benchmark}",
-        f"trainperf package results-{benchmark} -o package --org {org}",
-        f"trainperf review package/{org}",
-        f"python -m mlperf_logging.package_checker package/{org} training {MLPERF_RULESET}",
+        # every word quoted for a shell (shlex): the names come from the logs and folders packaged
+        shlex.join(["trainperf", "data", "prepare", benchmark])
+        if scale == "mini"
+        else f"# provide the {benchmark} dataset",
+        shlex.join(
+            ["trainperf", "run", benchmark, "--scale", str(scale), "--division", str(division), "--runs",
+             str(len(runs[0].files)), "--org", org, "--system-name", runs[0].system, "--out", f"results-{benchmark}"]
+        ),  # fmt: skip
+        shlex.join(["trainperf", "package", f"results-{benchmark}", "-o", "package", "--org", org]),
+        shlex.join(["trainperf", "review", f"package/{org}"]),
+        shlex.join(["python", "-m", "mlperf_logging.package_checker", f"package/{org}", "training", MLPERF_RULESET]),
         "```",
         "",
     ]
