@@ -54,6 +54,10 @@ class Recipe:
     the global gradient-norm clip (0: none).
     """
 
+    # Text fields with a fixed set of values the workload implements (a field named opt_name that is not listed
+    # here takes its default only: the workload builds that one optimizer, and logging another would be false).
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+
     gradient_accumulation_steps: int = 1
     clip_grad_norm: float = 0.0
 
@@ -75,7 +79,33 @@ class Recipe:
         new = dataclasses.replace(self, **changed)
         if new.gradient_accumulation_steps < 1:
             raise UsageError("--set gradient_accumulation_steps: must be a whole number >= 1")
+        for key, value in changed.items():
+            _check_range(key, value, defaults[key], type(self).CHOICES.get(key))
         return new
+
+
+MAX_BATCH = 2**24  # samples a step (16.8 M): far above the batch of any MLPerf recipe
+
+
+def _check_range(key: str, value: Any, default: Any, choices: tuple[str, ...] | None) -> None:
+    """The constraints a value's MLLOG key names, checked before anything runs or is written: batch sizes are
+    whole numbers from 1 to MAX_BATCH, learning rates, weight decays, epochs and step counts are not negative,
+    and a choice (an optimizer's name) is one the workload implements."""
+    from trainperf.errors import UsageError
+
+    def refuse(what: str) -> UsageError:
+        return UsageError(f"--set {key}={json.dumps(value)}: {what}; the default recipe has {json.dumps(default)}")
+
+    if key.endswith("batch_size") and isinstance(value, int) and not 1 <= value <= MAX_BATCH:
+        raise refuse(f"a batch size is a whole number from 1 to {MAX_BATCH:,}")
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    words = ("learning_rate", "weight_decay", "epochs", "steps", "momentum", "clip_grad_norm")
+    if numeric and value < 0 and any(w in key for w in words):
+        raise refuse("it cannot be negative")
+    if key == "opt_name" or choices is not None:
+        allowed = choices or (default,)
+        if value not in allowed:
+            raise refuse(f"this workload implements {', '.join(map(repr, allowed))} only")
 
 
 def _coerce(key: str, value: Any, default: Any) -> Any:

@@ -92,7 +92,7 @@ def setup(*cases: str) -> Callable[[Setup], Setup]:
     return register
 
 
-@setup("set-type", "set-nan", "closed-rule", "unknown-benchmark", "bad-system-name")
+@setup("set-type", "set-nan", "set-batch", "set-choice", "closed-rule", "unknown-benchmark", "bad-system-name")
 def nothing(s: Scratch) -> None:
     return None
 

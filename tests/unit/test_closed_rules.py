@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from trainperf import registry
@@ -170,3 +172,26 @@ def test_maskrcnn_closed_division_takes_the_msra_backbone_only():
     for key in ("opt_bias_learning_rate_factor", "opt_weight_decay_bias"):
         with pytest.raises(RuleError, match=f"rule 'maskrcnn/reference/{key}'"):
             maskrcnn_check("closed", **{key: 1.0 if "factor" in key else 1e-4})
+
+
+@pytest.mark.parametrize(
+    ("key", "scale", "override", "words"),
+    [
+        ("resnet", "mini", {"global_batch_size": -128}, "a batch size is a whole number from 1 to"),
+        ("resnet", "mini", {"global_batch_size": 10**15}, "a batch size is a whole number from 1 to"),
+        ("dlrm", "mini", {"global_batch_size": 0}, "a batch size is a whole number from 1 to"),
+        ("resnet", "mini", {"opt_name": "sgd"}, "implements 'adamw' only"),
+        ("unet3d", "mini", {"opt_name": "rmsprop"}, "implements 'sgd', 'adam' only"),
+        ("rnnt", "mini", {"opt_base_learning_rate": -0.01}, "cannot be negative"),
+        ("bert", "mini", {"opt_lamb_weight_decay_rate": -1.0}, "cannot be negative"),
+    ],
+)
+def test_set_values_out_of_the_recipes_range_are_refused_before_the_run(key, scale, override, words):
+    with pytest.raises(UsageError, match=re.escape(words)):
+        registry.default_recipe(key, scale).with_overrides(override)
+
+
+def test_set_values_in_range_and_each_implemented_choice_are_accepted():
+    assert registry.default_recipe("unet3d", "mini").with_overrides({"opt_name": "sgd"}).opt_name == "sgd"
+    assert registry.default_recipe("dlrm", "mini").with_overrides({"opt_name": "sgd"}).opt_name == "sgd"
+    assert registry.default_recipe("resnet", "mini").with_overrides({"global_batch_size": 64}).global_batch_size == 64

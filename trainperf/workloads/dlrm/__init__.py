@@ -9,7 +9,9 @@ Pure data: no torch here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainperf.rules.closed import Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
@@ -30,6 +32,8 @@ class DLRMRecipe(Recipe):
     """The reference's SGD and its learning-rate policy: linear warm-up over
     ``opt_learning_rate_warmup_steps``, constant, then from ``lr_decay_start_steps`` a polynomial decay of
     power ``sgd_opt_learning_rate_decay_poly_power`` over ``sgd_opt_learning_rate_decay_steps`` (0: none)."""
+
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adagrad")}  # the optimizers build_optimizer makes
 
     global_batch_size: int
     opt_name: str = "sgd"

@@ -8,7 +8,9 @@ the KiTS19 layout, its target calibrated by measurement (README.md beside this f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainperf.rules.closed import OneOf, Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
@@ -35,6 +37,8 @@ HPARAM_KEYS = (
 class UNet3DRecipe(Recipe):
     """The reference's flags (runtime/arguments.py): SGD with Nesterov momentum (or Adam), a linear warm-up
     per epoch from ``opt_initial_learning_rate``, step decay at boundary epochs, foreground oversampling."""
+
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adam")}  # the optimizers build_optimizer makes
 
     global_batch_size: int
     opt_name: str = "sgd"
