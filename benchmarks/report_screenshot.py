@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--width", type=int, default=1366, help="window width in pixels (a laptop's: 1366)")
     p.add_argument("--screen", type=int, default=768, help="one screen's height in pixels (a laptop's: 768)")
     p.add_argument("--max-height", type=int, default=12000, help="the tallest page drawn, in pixels")
-    p.add_argument("--browser", help="the Chromium to use (default: the first of %s on PATH)" % ", ".join(BROWSERS))
+    p.add_argument("--browser", help=f"the Chromium to use (default: the first of {', '.join(BROWSERS)} on PATH)")
     p.add_argument("--json", action="store_true", help="print the measurement as JSON")
     args = p.parse_args(argv)
     if not args.report.is_file():

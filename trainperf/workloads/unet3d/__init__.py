@@ -114,7 +114,7 @@ _CLOSED = {
     "opt_learning_rate_decay_factor": Tunable(),
     "opt_momentum": Tunable(),
     "opt_weight_decay": Tunable(),
-    "opt_name": OneOf(("sgd", "adam")),
+    "opt_name": OneOf(UNet3DRecipe.CHOICES["opt_name"]),  # the optimizers the workload builds
 }
 
 BENCHMARK = Benchmark(
