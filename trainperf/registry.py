@@ -72,6 +72,11 @@ def default_recipe(key: str, scale: str) -> Recipe:
     return benchmark(key).recipes[scale]
 
 
+def evaluated_after_run_stop() -> frozenset[str]:
+    """Benchmarks whose logs may hold evaluations after run_stop (their reference evaluates off the clock)."""
+    return frozenset(b.key for b in all_benchmarks() if b.evaluates_after_run_stop)
+
+
 def mlperf_runs(key: str) -> tuple[int, int]:
     """(runs required, dropped at each end) of MLPerf's rules: the reference spec's."""
     spec = benchmark(key).specs["reference"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,14 +90,15 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:
+def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_stop: bool = False) -> list[str]:
     """What makes the run's duration or an evaluation impossible, one sentence each naming its log line.
 
     Checked: ``run_start`` and ``run_stop`` are logged at most once each (the official checker only warns
     about a copy with the same value); the first ``run_start`` and ``run_stop`` and every
     ``eval_accuracy`` have a finite ``time_ms``; ``run_stop`` is not before ``run_start`` (a negative
     duration); no ``eval_accuracy`` is timed before ``run_start`` or after ``run_stop`` (evaluation is
-    on the clock, inside the run).
+    on the clock, inside the run), unless ``after_stop``: the benchmark's reference evaluates its models
+    once training is over (minigo), so evaluations after ``run_stop`` are part of its log.
     """
     lines = list(lines)
     problems: list[str] = []
@@ -145,7 +146,7 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]
                 f"eval_accuracy at line {n} (time_ms {_ms(t)}) is before run_start at line {start[0]} "
                 f"(time_ms {_ms(start[1])}): an evaluation outside the timed run"
             )
-        elif stop and t > stop[1]:
+        elif stop and t > stop[1] and not after_stop:
             problems.append(
                 f"eval_accuracy at line {n} (time_ms {_ms(t)}) is after run_stop at line {stop[0]} "
                 f"(time_ms {_ms(stop[1])}): an evaluation outside the timed run"
@@ -223,11 +224,15 @@ class LoggedRun:
         return self.status == "success"
 
 
-def parse_run(path: Path) -> LoggedRun:
+def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset()) -> LoggedRun:
     """The run logged in ``path``; a :class:`ResultsError` naming the line when a record cannot be read
-    (:func:`record_problems`) or the timing is impossible (:func:`timing_problems`)."""
+    (:func:`record_problems`) or the timing is impossible (:func:`timing_problems`). A log whose
+    ``submission_benchmark`` is in ``evaluated_after_stop`` (``registry.evaluated_after_run_stop()``) may log
+    evaluations after ``run_stop``."""
     lines = read_mllog_lines(path)
-    for problems, fix in ((record_problems(lines), RECORD_FIX), (timing_problems(lines), TIMING_FIX)):
+    logged = next((rec.get("value") for _, rec in lines if rec.get("key") == "submission_benchmark"), None)
+    timing = timing_problems(lines, after_stop=isinstance(logged, str) and logged in evaluated_after_stop)
+    for problems, fix in ((record_problems(lines), RECORD_FIX), (timing, TIMING_FIX)):
         if problems:
             more = f" (and {len(problems) - 1} more such problem(s))" if len(problems) > 1 else ""
             raise ResultsError(f"{path}: {problems[0]}{more}; {fix}")

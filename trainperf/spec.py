@@ -298,6 +298,10 @@ class Benchmark:
     # None: no smoke run yet.
     smoke_fixture: str | None = None
     mlperf_rcps: bool = True  # MLPerf publishes reference convergence points for it
+    # The reference evaluates its models after training, off the clock (minigo's eval_models.py plays every
+    # generation's model once run_stop is logged): eval_accuracy lines after run_stop belong to such a log,
+    # and its result is still the time from run_start to run_stop.
+    evaluates_after_run_stop: bool = False
     # The published results (trainperf history): other names of this key, and the round from which the
     # key's task changed under the same name, with what changed (speed-ups restart their baseline there).
     history_aliases: tuple[str, ...] = ()

@@ -329,6 +329,33 @@ def test_an_evaluation_outside_the_run_is_refused_by_check_and_by_the_parser(tmp
         parse_run(log)
 
 
+def test_minigo_evaluates_its_models_after_run_stop_as_its_reference_does(tmp_path, rule_file):
+    """The v2.0 minigo reference plays every generation's model once training is over (eval_models.py), and
+    its published logs put those eval_accuracy lines after run_stop; any other benchmark's are refused."""
+    from trainperf import registry
+    from trainperf.errors import ResultsError
+    from trainperf.results import parse_run
+
+    assert registry.evaluated_after_run_stop() == {"minigo"}
+    post_hoc = registry.evaluated_after_run_stop()
+    minigo = write_log(tmp_path / "minigo.txt", values={"submission_benchmark": "minigo"})
+    stop = next(json.loads(ln[9:])["time_ms"] for ln in minigo.read_text().splitlines() if '"run_stop"' in ln)
+    retime(minigo, "eval_accuracy", stop + 3_600_000, last=True)
+    run = parse_run(minigo, evaluated_after_stop=post_hoc)
+    assert run.minutes == (stop - start_ms(minigo)) / 60000.0  # the result is still run_start to run_stop
+    assert not any(p.startswith(compliance.TIMING_PROBLEM) for p in check(minigo, rule_file).problems)
+    with pytest.raises(ResultsError, match="after run_stop"):
+        parse_run(minigo)  # a reader that does not say which benchmarks evaluate after the run
+    before = write_log(tmp_path / "before.txt", values={"submission_benchmark": "minigo"})
+    retime(before, "eval_accuracy", start_ms(before) - 1)
+    with pytest.raises(ResultsError, match="before run_start"):
+        parse_run(before, evaluated_after_stop=post_hoc)  # before run_start is outside the run for every benchmark
+    resnet = write_log(tmp_path / "resnet.txt", values={"submission_benchmark": "resnet"})
+    retime(resnet, "eval_accuracy", stop + 3_600_000, last=True)
+    with pytest.raises(ResultsError, match="after run_stop"):
+        parse_run(resnet, evaluated_after_stop=post_hoc)
+
+
 def test_a_time_that_is_not_a_number_is_refused(tmp_path, rule_file):
     from trainperf.results import timing_problems
 

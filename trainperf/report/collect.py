@@ -299,7 +299,7 @@ def _read_run(
     path: Path, index: int, key: str, system: str, notes: list[str], summary_energy: dict[str, Any] | None
 ) -> tuple[RunResult, str]:
     try:
-        logged = parse_run(path)
+        logged = parse_run(path, evaluated_after_stop=registry.evaluated_after_run_stop())
         records = read_mllog(path)
     except ResultsError:
         raise

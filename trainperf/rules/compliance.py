@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainperf import registry
 from trainperf.confine import Confinement, confinement
 from trainperf.errors import DataError, NotAvailableError, UsageError
 from trainperf.registry import BENCHMARKS
@@ -527,7 +528,10 @@ def check_log(
 
     timing = [
         f"{TIMING_PROBLEM}: {p}; the log is damaged or was edited: restore it, or redo the run"
-        for p in timing_problems((ln.lineno, ln.record) for ln in lines if ln.record is not None)
+        for p in timing_problems(
+            ((ln.lineno, ln.record) for ln in lines if ln.record is not None),
+            after_stop=benchmark in registry.evaluated_after_run_stop(),
+        )
     ]
     problems = _preflight(lines, benchmark)
     if key is not None and logged_benchmark is not None and logged_benchmark != key:
