@@ -56,6 +56,19 @@ def test_a_package_with_the_published_quirks_is_accepted_with_warnings(quirky):
     assert f"submission_platform is '{SYSTEM}-8x', but it is in results/{SYSTEM}" in text
 
 
+def test_the_verdicts_are_the_same_whatever_the_number_of_jobs(quirky, tmp_path):
+    """--jobs runs the official tools at once (the package checker, the summarizer, each file's compliance check,
+    the RCP check); what review finds, and in which order, does not depend on it."""
+    from trainperf.submission.review import review_json
+
+    seen = []
+    parallel = review(quirky_package(tmp_path), jobs=4, progress=lambda done, total: seen.append((done, total)))
+    assert review_json(parallel)["verdicts"] == review_json(quirky)["verdicts"]
+    assert parallel.problems == quirky.problems and parallel.warnings == quirky.warnings
+    # the package checker, the summarizer, five compliance checks and one RCP check, each counted once
+    assert sorted(done for done, _ in seen) == list(range(1, 9)) and max(seen) == (8, 8)
+
+
 def test_a_log_with_one_seed_per_rank_is_a_warning():
     """NVIDIA's v2.0 logs hold a seed line per rank; the round's seed checker only warned about it."""
     runs = [
@@ -210,6 +223,17 @@ def test_a_tool_without_the_rounds_data_for_a_benchmark_is_a_warning_and_any_oth
     assert not _lacks_round_data(ToolRun(tool="package_checker", rc=None, out="", err=crash), benches)
 
 
+def _rcp_check(bench, copy, work, layout):
+    """Review's step (d) alone: the RCP checker's run(s) started, then their findings taken."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainperf.submission import review as review_module
+
+    with ThreadPoolExecutor(1) as pool:
+        started = review_module._start_rcp(bench, copy, work, review_module._Tasks(pool, None))
+        review_module._check_rcp(bench, layout, {}, [], started)
+
+
 def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails(monkeypatch, tmp_path):
     """Baidu's v2.0 bert logs epoch_num 1 and its samples in train_samples: the rcp checker fails it counting
     epoch_num and passes it with --bert_train_samples, as the round's package checker does with
@@ -230,7 +254,7 @@ def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails
     bench = _Bench(system=SYSTEM, benchmark="bert", runs=runs)
     bench.problems.append("package_checker: RCP Test Failed: RCP Interpolation")
     layout = copy_package(make_package(tmp_path / "pkg"), tmp_path / "copy" / ORG)
-    review_module._check_rcp(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout, {}, [])
+    _rcp_check(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout)
     assert calls == [False, True]
     assert bench.rcp.startswith("passed") and "--bert_train_samples" in bench.rcp
     assert bench.problems == []
@@ -249,5 +273,5 @@ def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails
     )
     bench = _Bench(system=SYSTEM, benchmark="bert", runs=runs)
     layout.divisions[SYSTEM] = "closed"
-    review_module._check_rcp(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout, {}, [])
+    _rcp_check(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout)
     assert len(calls) == 2 and bench.rcp.startswith("failed") and any("RCP check failed" in p for p in bench.problems)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,33 @@ def add_parser(subparsers: Any) -> None:
     r.add_argument(
         "--json", type=Path, metavar="FILE", help="also write the verdicts, errors, warnings and scores to FILE (JSON)"
     )
+    r.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help="official-tool processes run at once (default: the CPUs this process may use); the verdicts are the "
+        "same for any N",
+    )
     r.set_defaults(func=cmd_review)
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 256:
+        raise argparse.ArgumentTypeError(f"--jobs takes a whole number from 1 to 256, not {text!r}")
+    return n
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def cmd_package(args: argparse.Namespace) -> int:
@@ -59,10 +86,29 @@ def cmd_package(args: argparse.Namespace) -> int:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from trainperf.rules.gate import printable
     from trainperf.submission.review import review
 
-    result = review(args.package)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("reviewing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("tool runs"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task("review", total=None)
+        result = review(
+            args.package,
+            jobs=args.jobs or _usable_cpus(),
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     if args.verbose:
         for tool, text in result.raw.items():
             print(printable(f"--- {tool} ---\n{text.rstrip()}\n"))

@@ -26,13 +26,17 @@ import json
 import math
 import re
 import tempfile
+import threading
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlperf_logging.benchmark_meta import get_result_file_counts
 
+from trainperf import registry
 from trainperf.errors import NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
 from trainperf.results import LoggedRun, parse_run, read_mllog
@@ -110,11 +114,16 @@ class _Bench:
     rcp: str = "not checked"
 
 
-def review(package_dir: Path) -> Review:
-    """Review the package at ``package_dir`` (its ``<org>`` folder, or a folder holding exactly one)."""
+def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], None] | None = None) -> Review:
+    """Review the package at ``package_dir`` (its ``<org>`` folder, or a folder holding exactly one).
+
+    ``jobs`` official-tool processes run at once (the package checker, the summarizer, the RCP checks and each
+    result file's compliance check are independent); the findings are gathered in the same order whatever
+    ``jobs`` is. ``progress(done, total)`` is called as the tools finish.
+    """
     org_dir = find_org_dir(Path(package_dir))
     org = org_dir.name
-    with tempfile.TemporaryDirectory(prefix="trainperf-review-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trainperf-review-") as tmp, ThreadPoolExecutor(max(1, jobs)) as pool:
         copy = Path(tmp) / "package" / org
         layout = copy_package(org_dir, copy)
         work = Path(tmp) / "work"
@@ -127,10 +136,39 @@ def review(package_dir: Path) -> Review:
         notes: list[str] = []
         notes_later: list[str] = []  # package-level findings of later rounds' rules: warnings
         checkable = [k for k in benches if k[0] not in layout.unusable_systems and layout.benchmarks[k]]
+        tasks = _Tasks(pool, progress)
+
+        # every tool run is started first; its findings are taken in order below
+        pc = tasks.submit(official.run_package_checker, copy, work / "package_checker") if checkable else None
+        summary_run = (
+            tasks.submit(
+                official.run_result_summarizer, copy, work / "result_summarizer", sorted({k[1] for k in benches})
+            )
+            if checkable
+            else None
+        )
+        checks: dict[tuple[str, str], dict[str, Future]] = {}
+        rcps: dict[tuple[str, str], Future | None] = {}
+        read_problems: dict[tuple[str, str], list[str]] = {}  # reported after the package checker's, as read
+        for key, bench in benches.items():
+            before = len(bench.problems)
+            files = layout.benchmarks[key]
+            bench.runs = [_read_run(layout.folder(key) / name, bench, layout) for name in files]
+            bench.runs += [
+                _refused_run(layout.folder(key) / name, bench, why) for name, why in layout.refused.get(key, {}).items()
+            ]
+            bench.runs.sort(key=lambda r: r.name)
+            scales = {r.logged.scale for r in bench.runs if r.logged and r.records}
+            bench.scale = scales.pop() if len(scales) == 1 else bench.scale
+            if len(scales) > 1:
+                bench.problems.append(f"the result files mix scales ({', '.join(sorted(scales))}); keep one scale")
+            read_problems[key], bench.problems[before:] = bench.problems[before:], []
+            checks[key] = {r.name: tasks.submit(_check_one, r.path, bench.benchmark) for r in bench.runs if r.records}
+            rcps[key] = None if key[0] in layout.unusable_systems else _start_rcp(bench, copy, work, tasks)
 
         # (a) the official package checker
-        if checkable:
-            pc = official.run_package_checker(copy, work / "package_checker")
+        if pc is not None:
+            pc = pc.result()
             raw["package_checker"] = pc.ran.log or pc.ran.raw
             notes.append(pc.ran.confinement)
             if pc.ran.crashed or not pc.finished:
@@ -150,28 +188,19 @@ def review(package_dir: Path) -> Review:
                     benches[key].warnings.extend(f"package_checker: {m}" for m in msgs)
 
         for key, bench in benches.items():
-            files = layout.benchmarks[key]
-            bench.runs = [_read_run(layout.folder(key) / name, bench, layout) for name in files]
-            bench.runs += [
-                _refused_run(layout.folder(key) / name, bench, why) for name, why in layout.refused.get(key, {}).items()
-            ]
-            bench.runs.sort(key=lambda r: r.name)
-            scales = {r.logged.scale for r in bench.runs if r.logged and r.records}
-            bench.scale = scales.pop() if len(scales) == 1 else bench.scale
-            if len(scales) > 1:
-                bench.problems.append(f"the result files mix scales ({', '.join(sorted(scales))}); keep one scale")
+            bench.problems += read_problems[key]
             _check_count(bench)
-            _check_compliance(bench)  # (b)
+            _check_compliance(bench, {name: f.result() for name, f in checks[key].items()})  # (b)
             _check_seeds_and_consistency(bench, org, layout.divisions.get(key[0]))  # (c)
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
             else:
-                _check_rcp(bench, copy, work, layout, raw, notes)  # (d)
+                _check_rcp(bench, layout, raw, notes, rcps[key])  # (d)
 
         # (e) the official result summarizer
         summary = None
-        if checkable:
-            summary = official.run_result_summarizer(copy, work / "result_summarizer", sorted({k[1] for k in benches}))
+        if summary_run is not None:
+            summary = summary_run.result()
             raw["result_summarizer"] = summary.ran.raw
             notes.append(summary.ran.confinement)
             if summary.ran.crashed:
@@ -186,6 +215,29 @@ def review(package_dir: Path) -> Review:
         raw=raw,
         confinement="; ".join(dict.fromkeys(n for n in notes if n)),
     )
+
+
+class _Tasks:
+    """The review's tool runs on a thread pool (each waits on its own confined subprocess), counted for progress."""
+
+    def __init__(self, pool: ThreadPoolExecutor, progress: Callable[[int, int], None] | None) -> None:
+        self.pool, self.progress = pool, progress
+        self.total = self.done = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        with self._lock:
+            self.total += 1
+        future = self.pool.submit(fn, *args)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _: Future) -> None:
+        with self._lock:
+            self.done += 1
+            done, total = self.done, self.total
+        if self.progress is not None:
+            self.progress(done, total)
 
 
 # --- the steps ----------------------------------------------------------------------------------------
@@ -243,7 +295,7 @@ def _package_checker_errors(msgs: list[str]) -> tuple[list[str], list[str]]:
 def _read_run(path: Path, bench: _Bench, layout: Layout) -> _Run:
     try:
         records = read_mllog(path)
-        logged = parse_run(path)
+        logged = parse_run(path, evaluated_after_stop=registry.evaluated_after_run_stop())
     except (TrainperfError, ValueError, TypeError, KeyError) as e:
         bench.problems.append(f"{path.name}: cannot be read as a run ({layout.relative(str(e))})")
         return _Run(name=path.name, path=path, records=[], logged=None)
@@ -264,8 +316,6 @@ def _refused_run(path: Path, bench: _Bench, why: list[str]) -> _Run:
 
 
 def _spec(bench: _Bench) -> Any:
-    from trainperf import registry
-
     try:
         return registry.get_spec(bench.benchmark, bench.scale)
     except (NotAvailableError, UsageError):
@@ -276,8 +326,6 @@ def _runs_required(bench: _Bench) -> tuple[int, int]:
     spec = _spec(bench)
     if spec is not None:
         return spec.runs_required, spec.runs_dropped
-    from trainperf import registry
-
     _, dropped = registry.mlperf_runs(bench.benchmark)
     return get_result_file_counts(official.USAGE)[bench.benchmark], dropped
 
@@ -294,17 +342,25 @@ def _check_count(bench: _Bench) -> None:
         )
 
 
-def _check_compliance(bench: _Bench) -> None:
-    """(b) check_log on every file; runs logged as aborted are tolerated up to olympic scoring's drop count."""
+def _check_one(path: Path, benchmark: str) -> Any:
+    """check_log of one result file, or the TrainperfError it raised (kept for the verdict)."""
+    try:
+        return check_log(path, key=benchmark)
+    except TrainperfError as e:
+        return e
+
+
+def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
+    """(b) check_log's result on every file (``checked``: by file name, from :func:`_check_one`); runs logged as
+    aborted are tolerated up to olympic scoring's drop count."""
     _, dropped = _runs_required(bench)
     aborted = []
     for run in bench.runs:
         if not run.records:
             continue
-        try:
-            res = check_log(run.path, key=bench.benchmark)
-        except TrainperfError as e:
-            bench.problems.append(f"{run.name}: {str(e).replace(str(run.path), run.name)}")
+        res = checked[run.name]
+        if isinstance(res, TrainperfError):
+            bench.problems.append(f"{run.name}: {str(res).replace(str(run.path), run.name)}")
             continue
         run.compliant = res.passed
         bench.warnings.extend(f"{run.name}: {w}" for w in res.warnings)  # the official checker's own warnings
@@ -412,46 +468,74 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) 
             )
 
 
-def _check_rcp(bench: _Bench, copy: Path, work: Path, layout: Layout, raw: dict[str, str], notes: list[str]) -> None:
-    """(d) the official rcp_checker against the official (reference) or trainperf's (mini) RCPs."""
-    need, _ = _runs_required(bench)
-    from trainperf import registry
+@dataclass(kw_only=True)
+class _RcpRuns:
+    custom: Path | None  # trainperf's mini RCP table, or None: the official v2.0 RCPs
+    provisional: bool
+    note: str
+    first: official.RcpCheck
+    samples: official.RcpCheck | None = None  # bert again, counting train_samples
 
+
+def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future | str | None:
+    """(d), started: the RCP checker's run(s) for ``bench`` (a Future of :class:`_RcpRuns`), or why it is not run
+    (a str: ``bench.rcp``'s text), or None when a warning says so already."""
+    need, _ = _runs_required(bench)
     if not registry.benchmark(bench.benchmark).mlperf_rcps:
-        bench.rcp = f"not applicable (MLPerf has no RCPs for {bench.benchmark})"
-        return
+        return f"not applicable (MLPerf has no RCPs for {bench.benchmark})"
     if len(bench.runs) != need or any(
         not r.records
         or _first(r.records, "submission_benchmark") != bench.benchmark
         or _first(r.records, "global_batch_size") is None
         for r in bench.runs
     ):
-        bench.rcp = f"not checked: it needs the {need} runs, each logging submission_benchmark and global_batch_size"
-        return
+        return f"not checked: it needs the {need} runs, each logging submission_benchmark and global_batch_size"
     custom, provisional, note = None, False, "the official v2.0 RCPs"
     if bench.scale == "mini":
         custom = mini_rcp_path(bench.benchmark)
         if not custom.is_file():
-            bench.rcp = f"not checked: trainperf has no mini RCPs for {bench.benchmark} yet"
-            bench.warnings.append(f"RCP {bench.rcp}")
-            return
+            bench.warnings.append(f"RCP not checked: trainperf has no mini RCPs for {bench.benchmark} yet")
+            return f"not checked: trainperf has no mini RCPs for {bench.benchmark} yet"
         table = json.loads(custom.read_text(encoding="utf-8"))  # trainperf's own file, not the package's
         provisional = any(rec.get("Provisional") for rec in table.values())
         runs = max(len(rec.get("Epochs to converge", [])) for rec in table.values())
         note = f"trainperf's mini RCPs ({'provisional, ' if provisional else ''}{runs} reference runs)"
+    folder = copy / "results" / bench.system / bench.benchmark
+    where = work / f"rcp_{bench.system}_{bench.benchmark}"
+
+    def run() -> _RcpRuns:
+        runs = _RcpRuns(
+            custom=custom,
+            provisional=provisional,
+            note=note,
+            first=official.run_rcp_checker(folder, where, custom_rcps=custom),
+        )
+        if bench.benchmark == "bert" and not runs.first.passed and not runs.first.ran.crashed and custom is None:
+            # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which
+            # the round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package
+            # checker so)
+            runs.samples = official.run_rcp_checker(folder, Path(f"{where}_samples"), bert_train_samples=True)
+        return runs
+
+    return tasks.submit(run)
+
+
+def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[str], started: Any) -> None:
+    """(d) the official rcp_checker against the official (reference) or trainperf's (mini) RCPs: the findings of
+    the run(s) :func:`_start_rcp` started."""
+    if isinstance(started, str):
+        bench.rcp = started
+        return
+    runs: _RcpRuns = started.result()
+    rcp, note, provisional = runs.first, runs.note, runs.provisional
+    if bench.scale == "mini":
         division = _first(bench.runs[0].records, "trainperf_division") or "open"
     else:
         division = layout.divisions.get(bench.system, "open")
-    folder = copy / "results" / bench.system / bench.benchmark
-    rcp = official.run_rcp_checker(folder, work / f"rcp_{bench.system}_{bench.benchmark}", custom_rcps=custom)
     raw[f"rcp_checker {bench.system}/{bench.benchmark}"] = rcp.ran.log or rcp.ran.raw
     notes.append(rcp.ran.confinement)
-    if bench.benchmark == "bert" and not rcp.passed and not rcp.ran.crashed and custom is None:
-        # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which the
-        # round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package checker so)
-        again = official.run_rcp_checker(
-            folder, work / f"rcp_{bench.system}_{bench.benchmark}_samples", bert_train_samples=True
-        )
+    if runs.samples is not None:
+        again = runs.samples
         raw[f"rcp_checker --bert_train_samples {bench.system}/{bench.benchmark}"] = again.ran.log or again.ran.raw
         if again.passed:
             rcp, note = again, f"{note}, bert's samples read from train_samples (--bert_train_samples)"
