@@ -164,6 +164,72 @@ def test_maskrcnn_decay_steps_follow_the_batch_by_the_v2_rule():
     maskrcnn_check("open", global_batch_size=64, opt_learning_rate_decay_steps=[15000, 25000])
 
 
+def test_maskrcnn_rate_is_0_02_times_k_and_below_16_images_also_0_02_over_k():
+    # training_rules.adoc (v2.0): "0.02 * K for any integer K. For global_batch_size < 16, 0.02 / K for any
+    # integer K is also allowed"; closed_maskrcnn.yaml: is_integer(v / 0.02) or (gbs < 16 and is_integer(0.02 / v))
+    maskrcnn_check("closed", global_batch_size=2, opt_base_learning_rate=0.0025)  # run_and_time.sh: 0.02 / 8
+    maskrcnn_check("closed", global_batch_size=8, opt_base_learning_rate=0.01)  # 0.02 / 2
+    maskrcnn_check("closed", global_batch_size=15, opt_base_learning_rate=0.0066666667)  # 0.02 / 3, to 1e-5
+    maskrcnn_check("closed", global_batch_size=2, opt_base_learning_rate=0.04)  # 0.02 * 2 at any batch
+    maskrcnn_check("closed", opt_base_learning_rate=0.14)  # 0.14 / 0.02 = 7.000000000000001: K = 7
+    maskrcnn_check("closed", global_batch_size=256, opt_base_learning_rate=0.32)
+    maskrcnn_check("closed", global_batch_size=2)  # the default 0.02 = 0.02 * 1 stays allowed
+    refused = (
+        (16, 0.01),  # 0.02 / K only below 16 images per step
+        (32, 0.0025),
+        (2, 0.003),  # 0.02 / 0.003 = 6.67 and 0.003 / 0.02 = 0.15: neither whole
+        (2, 0.03),  # 1.5 and 0.67
+        (2, 0.0067),  # 0.02 / 3 to four places: 2.985, off by more than the checker's 1e-5
+        (2, 0.0),  # K = 0 and K < 0 do not train
+        (2, -0.02),
+        (2, 5000.001),  # 0.02 / 5000.001 is within 1e-5 of 0, but no integer K >= 1 gives it
+    )
+    for batch, rate in refused:
+        with pytest.raises(RuleError) as e:
+            maskrcnn_check("closed", global_batch_size=batch, opt_base_learning_rate=rate)
+        msg = str(e.value)
+        assert "rule 'maskrcnn/reference/opt_base_learning_rate'" in msg and f"global_batch_size={batch}" in msg
+        assert "0.02 * K for an integer K >= 1" in msg and "0.02 / K" in msg
+    with pytest.raises(RuleError, match="opt_base_learning_rate=0.0025 with global_batch_size=16"):
+        maskrcnn_check("closed", opt_base_learning_rate=0.0025)  # the recipe's batch, 16, is not below 16
+    maskrcnn_check("open", opt_base_learning_rate=0.003)
+
+
+def test_maskrcnn_warmup_steps_from_0_and_any_positive_warmup_factor():
+    # closed_maskrcnn.yaml: warmup_steps >= 0, warmup_factor > 0 (training_rules.adoc: both unconstrained)
+    for steps in (0, 1, 1000):
+        maskrcnn_check("closed", opt_learning_rate_warmup_steps=steps)
+    for bad in (-1, 2.5):
+        with pytest.raises(
+            RuleError, match="rule 'maskrcnn/reference/opt_learning_rate_warmup_steps'.*whole number >= 0"
+        ):
+            maskrcnn_check("closed", opt_learning_rate_warmup_steps=bad)
+    for factor in (0.001, 1.0, 2.0):
+        maskrcnn_check("closed", opt_learning_rate_warmup_factor=factor)
+    for bad in (0.0, -0.5):
+        with pytest.raises(RuleError, match="rule 'maskrcnn/reference/opt_learning_rate_warmup_factor'"):
+            maskrcnn_check("closed", opt_learning_rate_warmup_factor=bad)
+
+
+def test_maskrcnn_keeps_1000_candidates_per_image_and_the_fixed_keys():
+    # training_rules.adoc: num_image_candidates "1000 or 1000 * batches per chip", counted over a chip's batch
+    # (the reference's FPN_POST_NMS_TOP_N_TRAIN); trainperf counts per image, where that is 1000
+    maskrcnn_check("closed", num_image_candidates=1000)
+    fixed = {
+        "num_image_candidates": 2000,
+        "opt_learning_rate_decay_factor": 0.2,  # "fixed to reference (0.1)"
+        "min_image_size": 640,  # "fixed to reference"
+        "max_image_size": 1024,
+        "opt_momentum": 0.95,  # not in the table: fixed
+        "opt_weight_decay": 5e-5,
+        "opt_name": "adamw",
+    }
+    for key, value in fixed.items():
+        with pytest.raises(RuleError, match=f"rule 'maskrcnn/reference/{key}'.*fixed at"):
+            maskrcnn_check("closed", **{key: value})
+    maskrcnn_check("open", num_image_candidates=2000)
+
+
 def test_maskrcnn_closed_division_takes_the_msra_backbone_only():
     maskrcnn_check("closed", backbone_checkpoint="/weights/R-50.pkl")  # any path to it
     with pytest.raises(RuleError, match=r"rule 'maskrcnn/reference/backbone_init'.*fixed at 'R-50.pkl'"):

@@ -300,7 +300,11 @@ def test_optimizer_gives_biases_twice_the_rate_without_weight_decay(tmp_path):
     assert len(biases["params"]) == sum(1 for n, p in model.named_parameters() if p.requires_grad and "bias" in n)
     assert biases["initial_lr"] == 2 * weights["initial_lr"] == 2 * 0.02
     assert (weights["weight_decay"], biases["weight_decay"]) == (1e-4, 0.0)
-    assert weights["lr"] == pytest.approx(0.02 / 3)  # the warm-up starts at 1/3
+    # The reference (engine/trainer.py) steps WarmupMultiStepLR before each update: its first update already
+    # takes the factor of step 1, 1/3 * (1 - 1/500) + 1/500, and its 500th is the first at the full rate.
+    assert weights["lr"] == pytest.approx(0.02 * (1 / 3 * (1 - 1 / 500) + 1 / 500))
+    factor = sched.lr_lambdas[0]  # factor(s): the multiplier of update s, counted from 0 as the harness does
+    assert factor(498) == pytest.approx(1 / 3 * (1 - 499 / 500) + 499 / 500) and factor(499) == pytest.approx(1.0)
 
 
 def test_decay_steps_follow_the_batch_and_are_logged(tmp_path):
@@ -314,11 +318,12 @@ def test_decay_steps_follow_the_batch_and_are_logged(tmp_path):
         assert w.hparams()["opt_learning_rate_decay_steps"] == steps
     w.recipe = dataclasses.replace(w.recipe, global_batch_size=64)
     opt, sched = w.build_optimizer(_meta_model())
-    factor = sched.lr_lambdas[0]
+    factor = sched.lr_lambdas[0]  # update s from 0; the reference's 15000th update (from 1) is its first decayed
     assert (
-        factor(14999) == pytest.approx(1.0)
-        and factor(15000) == pytest.approx(0.1)
-        and factor(20000) == pytest.approx(0.01)
+        factor(14998) == pytest.approx(1.0)
+        and factor(14999) == pytest.approx(0.1)
+        and factor(19998) == pytest.approx(0.1)
+        and factor(19999) == pytest.approx(0.01)
     )
     w.recipe = dataclasses.replace(w.recipe, opt_learning_rate_decay_steps=(16500, 22000))  # given: used as given
     assert w.hparams()["opt_learning_rate_decay_steps"] == [16500, 22000]

@@ -1,8 +1,9 @@
 """Closed-division hyperparameter rules, as data, checked before a run starts.
 
 A benchmark's workload lists, per scale, the recipe keys a closed submission may change and how
-(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, and ``FixedBelow`` and
-``ScaledByBatch``, whose allowed values depend on another key of the recipe); every other recipe key is fixed at the recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
+(``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, and ``FixedBelow``,
+``MultipleOrFractionBelow`` and ``ScaledByBatch``, whose allowed values depend on another key of the recipe);
+every other recipe key is fixed at the recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
 evaluates text.
 """
 
@@ -104,20 +105,67 @@ class FixedBelow:
 Rule = Tunable | OneOf | PowerOfTwoTimes
 
 
+def is_whole(x: float) -> bool:
+    """Whole to within 1e-5, as the MLPerf checker's ``is_integer`` (mlperf_logging/compliance_checker/
+    mlp_compliance.py:18-19), so that a rate such as 0.14 / 0.02 = 7.000000000000001 counts as 7."""
+    return abs(round(x) - x) < 1e-5
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
 @dataclass(frozen=True)
 class MultipleOf:
-    """An integer multiple of ``base`` (MLPerf Mask R-CNN's learning rate: k * 0.02)."""
+    """``base * K`` for a whole K >= 1 (a positive integer multiple of ``base``)."""
 
     base: float
 
     def allows(self, value: Any, default: Any) -> bool:
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            return False
-        k = value / self.base
-        return abs(k - round(k)) < 1e-9 and round(k) >= 1
+        return _positive_number(value) and is_whole(value / self.base) and round(value / self.base) >= 1
 
     def describe(self, default: Any) -> str:
         return f"an integer multiple of {self.base:g} (e.g. {self.base:g}, {2 * self.base:g}, {3 * self.base:g})"
+
+
+@dataclass(frozen=True)
+class MultipleOrFractionBelow:
+    """``base * K`` for a whole K >= 1; while the recipe's ``key`` is below ``threshold``, also ``base / K``
+    (MLPerf v2.0 Mask R-CNN's learning rate, training_rules.adoc: "0.02 * K for any integer K. For
+    global_batch_size < 16, 0.02 / K for any integer K is also allowed"; closed_maskrcnn.yaml: ``is_integer(v /
+    0.02) or (s['global_batch_size'] < 16 and is_integer(0.02 / v))``). K >= 1 both ways: the rules' K = 0 or
+    K < 0 gives a rate of zero or below, which does not train, and the yaml's ``0.02 / v`` of any rate over 2000
+    is within its tolerance of 0."""
+
+    base: float
+    key: str
+    threshold: float
+
+    def allows_in(self, value: Any, recipe: Mapping[str, Any]) -> bool:
+        if MultipleOf(self.base).allows(value, None):
+            return True
+        if not _positive_number(value) or recipe[self.key] >= self.threshold:
+            return False
+        return is_whole(self.base / value) and round(self.base / value) >= 1
+
+    def allows(self, value: Any, default: Any) -> bool:  # without the rest of the recipe: the multiples only
+        return MultipleOf(self.base).allows(value, default)
+
+    def describe(self, default: Any) -> str:
+        b = self.base
+        return (
+            f"{b:g} * K for an integer K >= 1 (e.g. {b:g}, {2 * b:g}, {3 * b:g}); while {self.key} < "
+            f"{self.threshold:g}, also {b:g} / K (e.g. {b / 2:g}, {b / 4:g}, {b / 8:g})"
+        )
+
+    def describe_in(self, recipe: Mapping[str, Any]) -> str:
+        b, batch = self.base, recipe[self.key]
+        if batch < self.threshold:
+            return self.describe(None)
+        return (
+            f"{b:g} * K for an integer K >= 1 (e.g. {b:g}, {2 * b:g}, {3 * b:g}) at {self.key}={batch}; {b:g} / K "
+            f"(e.g. {b / 8:g}) only while {self.key} < {self.threshold:g}"
+        )
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -113,7 +113,9 @@ class MaskRCNNWorkload(DetectionWorkload):
                 boundaries=list(self.decay_steps),
                 factor=r.opt_learning_rate_decay_factor,
             )
-            return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)  # each group's own rate times the factor
+            # engine/trainer.py steps the scheduler before each update, so its k-th update (from 1) takes the
+            # factor of step k; the harness steps it after, so update s (from 0) takes factor(s + 1)
+            return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: factor(s + 1))  # each group's own rate
         if r.opt_name != "adamw":
             raise UsageError(f"maskrcnn: optimizer {r.opt_name!r} is not supported (use sgd or adamw)")
         params = [p for p in model.parameters() if p.requires_grad]
