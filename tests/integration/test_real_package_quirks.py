@@ -239,7 +239,6 @@ def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails
     epoch_num and passes it with --bert_train_samples, as the round's package checker does with
     --rcp_bert_train_samples. The package checker's own RCP failure then becomes a warning."""
     from trainperf.submission import official
-    from trainperf.submission import review as review_module
 
     calls = []
 
