@@ -72,9 +72,6 @@ class UNet3DWorkload(Workload):
         return generator.eval_case_ids() if self.spec.scale == "mini" else data.REFERENCE_EVAL_CASES
 
     def prepare(self) -> None:
-        # The evaluation's library, imported before the clock as the reference imports everything at start:
-        # MONAI (and what it imports) cost about 6 s of the first evaluation of a mini run (README, Profile).
-        importlib.import_module("monai.inferers")
         if self.spec.scale == "mini":
             problems = generator.verify_mini(self.data_dir, trust_cache=True)
             if problems:
@@ -91,6 +88,15 @@ class UNet3DWorkload(Workload):
                 f"unet3d: {self._root()} holds {len(self.train_ids)} training and {len(self.eval_ids)} evaluation "
                 "cases; both are needed (evaluation cases are the reference's evaluation_cases.txt list)"
             )
+        if self.global_batch_size > len(self.train_ids):  # an epoch drops its last partial batch: none would be left
+            raise UsageError(
+                f"unet3d: global_batch_size {self.global_batch_size} is more than the {len(self.train_ids)} training "
+                "cases, and an epoch drops its last partial batch (as the reference's DataLoader(drop_last=True) "
+                f"does), so no batch would be trained; --set global_batch_size to at most {len(self.train_ids)}"
+            )
+        # The evaluation's library, imported before the clock as the reference imports everything at start:
+        # MONAI (and what it imports) cost about 6 s of the first evaluation of a mini run (README, Profile).
+        importlib.import_module("monai.inferers")
 
     def load_data(self) -> None:
         self.train_cases = data.load_cases(self.npy_dir, self.train_ids)
