@@ -32,6 +32,28 @@ def test_reference_model_has_the_reference_s_parameters():
     ]  # the reference's names
 
 
+def reference_state_dict_keys() -> list[str]:
+    """The v2.0 reference Unet3D's state_dict keys, written out from its modules (model/unet3d.py, layers.py): each
+    conv_block_factory is Sequential(conv, norm, activation), the up-sampling convolution Sequential(deconv with bias,
+    Identity, Identity), and OutputLayer holds a bare Conv3d as ``conv``."""
+
+    def block(prefix: str) -> list[str]:  # conv (no bias), then the affine instance norm
+        return [f"{prefix}.0.weight", f"{prefix}.1.weight", f"{prefix}.1.bias"]
+
+    keys = block("input_block.conv1") + block("input_block.conv2")
+    for name in [*(f"downsample.{i}" for i in range(4)), "bottleneck"]:
+        keys += block(f"{name}.conv1") + block(f"{name}.conv2")
+    for i in range(5):
+        keys += [f"upsample.{i}.upsample_conv.0.weight", f"upsample.{i}.upsample_conv.0.bias"]
+        keys += block(f"upsample.{i}.conv1") + block(f"upsample.{i}.conv2")
+    return [*keys, "output.conv.weight", "output.conv.bias"]
+
+
+def test_state_dict_keys_are_the_reference_s():
+    """The reference's checkpoints load as they are: the same 78 keys in the same order."""
+    assert list(UNet3D().state_dict()) == reference_state_dict_keys()
+
+
 def test_tensor_names_match_the_v2_closed_rule_file():
     names = reference_tensor_names(UNet3D())
     assert len(names) == 50 and sorted(names) == sorted(official_tensor_names("unet3d"))
