@@ -82,6 +82,25 @@ def test_learning_rate_schedule_is_the_reference_s(tmp_path):
     assert lr[4:] == pytest.approx([0.8, 0.8, 0.4])
 
 
+def test_a_decay_boundary_inside_the_warm_up_has_no_effect_as_in_the_reference(tmp_path):
+    """runtime/training.py sets the warm-up rate over the param group at the start of each warm-up epoch, after
+    MultiStepLR's decay at the end of the epoch before: a boundary at epoch 2 of a 4-epoch warm-up is overwritten at
+    epoch 3 and lost after it; the boundary at 6 halves the rate from epoch 7."""
+    spec = registry.get_spec("unet3d", "reference")
+    recipe = dataclasses.replace(
+        registry.default_recipe("unet3d", "reference"),
+        opt_learning_rate_warmup_epochs=4,
+        opt_learning_rate_decay_boundary_epochs=(2, 6),
+        opt_learning_rate_decay_factor=0.5,
+    )
+    w = registry.workload_class("unet3d")(
+        spec, recipe, RunConfig(seed=1, dry_run=True), data_dir=tmp_path, dist=DistContext()
+    )
+    lr = [0.8 * w._lr_factor((epoch - 1) * w.steps_per_epoch) for epoch in (1, 3, 4, 5, 6, 7)]
+    warm = [1e-4 + 0.7999 * e / 4 for e in (1, 3, 4)]
+    assert lr == pytest.approx([*warm, 0.8, 0.8, 0.4])
+
+
 def _cli(*args, timeout=300):
     return subprocess.run(
         [sys.executable, "-m", "trainperf", *map(str, args)], capture_output=True, text=True, timeout=timeout

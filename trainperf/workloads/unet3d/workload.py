@@ -137,17 +137,21 @@ class UNet3DWorkload(Workload):
 
     def _lr_factor(self, step: int) -> float:
         """The reference's schedule for the 0-based step: during epoch e (1-based) of the warm-up the rate is
-        ``init + (base - init) * e / warmup``, then ``base`` times ``decay_factor`` per boundary epoch passed."""
+        ``init + (base - init) * e / warmup``, then ``base`` times ``decay_factor`` per boundary epoch passed.
+
+        runtime/training.py sets the warm-up rate at the start of each warm-up epoch, over what its MultiStepLR
+        made of it, so a boundary before the last warm-up epoch has no effect there or after it: the decays that
+        count are those at boundaries b >= warmup, from epoch b + 1 (the scheduler steps after each epoch)."""
         r = self.recipe
         epoch = step // self.steps_per_epoch + 1
-        if r.opt_learning_rate_warmup_epochs > 0 and epoch <= r.opt_learning_rate_warmup_epochs:
-            lr = r.opt_initial_learning_rate + (r.opt_base_learning_rate - r.opt_initial_learning_rate) * (
-                epoch / r.opt_learning_rate_warmup_epochs
-            )
-        else:
-            lr = r.opt_base_learning_rate
-        passed = sum(epoch > b for b in r.opt_learning_rate_decay_boundary_epochs)
-        return lr * r.opt_learning_rate_decay_factor**passed / r.opt_base_learning_rate
+        warmup = r.opt_learning_rate_warmup_epochs
+        if warmup > 0 and epoch <= warmup:
+            return (
+                r.opt_initial_learning_rate
+                + (r.opt_base_learning_rate - r.opt_initial_learning_rate) * (epoch / warmup)
+            ) / r.opt_base_learning_rate
+        passed = sum(b < epoch for b in r.opt_learning_rate_decay_boundary_epochs if b >= warmup)
+        return r.opt_learning_rate_decay_factor**passed
 
     def hparams(self) -> dict[str, Any]:
         out = super().hparams()
