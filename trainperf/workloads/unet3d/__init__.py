@@ -1,8 +1,8 @@
 """unet3d: medical image segmentation (MLPerf: 3D U-Net on KiTS19; mini: generated KiTS19-layout phantoms).
 
 reference: the MLPerf v2.0 reference 3D U-Net (31,190,243 parameters) on KiTS19, SGD with Nesterov momentum,
-the reference's schedule and augmentations, mean Dice of kidney and tumour >= 0.908 by Gaussian-weighted
-sliding-window evaluation. mini: a smaller 3D U-Net of the same code on generated abdominal phantoms in
+the reference's learning-rate schedule and augmentations, mean Dice of kidney and tumour >= 0.908 by
+Gaussian-weighted sliding-window evaluation on the rules' schedule for the batch size. mini: a smaller 3D U-Net of the same code on generated abdominal phantoms in
 the KiTS19 layout, its target calibrated by measurement (README.md beside this file). Pure data: no torch.
 """
 
@@ -119,7 +119,7 @@ REFERENCE = BenchmarkSpec(
     target=0.908,  # MLPerf Training v2.0 rules, closed_unet3d.yaml: eval_accuracy >= 0.908
     runs_required=40,  # v2.0 "Benchmark results": 40 runs, 4 fastest and 4 slowest dropped
     runs_dropped=4,
-    unit=EPOCHS,  # an epoch is the 168 training cases
+    unit=EPOCHS,  # an epoch: 168 // batch steps over the 168 training cases (the last partial batch dropped)
     # The rules' schedule for the recipe's batch size (above); at the reference's batch 2: from epoch 1000 every 20
     # (run_and_time.sh: START_EVAL_AT=1000, EVALUATE_EVERY=20), not converged after 10000 (run_and_time.sh stops
     # at MAX_EPOCHS=4000; the rules' limit is the larger).
@@ -128,7 +128,7 @@ REFERENCE = BenchmarkSpec(
     max_progress=budget_epochs,
     max_minutes=24 * 60.0,
     hparam_keys=HPARAM_KEYS,
-    target_source="MLPerf Training v2.0 rules (closed_unet3d.yaml); schedule from the v2.0 reference",
+    target_source="MLPerf Training v2.0 rules (closed_unet3d.yaml); evaluation schedule from the rules (training_rules.adoc)",
 )
 
 MINI = BenchmarkSpec(
