@@ -52,7 +52,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                 notes.append(f"{bench.key} {scale}: not available yet, dry run only: {spec.dry_run_only}")
             runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
             recipe = bench.recipes.get(scale)
-            budget = f"{_figure_text(spec.max_progress, recipe, spec.budget)} (guard {spec.max_minutes:g} min)"
+            by_recipe = " (by recipe)" if callable(spec.max_progress) and recipe is not None else ""
+            budget = (
+                f"{_figure_text(spec.max_progress, recipe, spec.budget)}{by_recipe} (guard {spec.max_minutes:g} min)"
+            )
             table.add_row(
                 bench.key,
                 scale,
@@ -83,18 +86,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _schedule_text(spec, recipe) -> str:
-    """When a spec evaluates, in its own unit; a figure computed from the recipe (the batch size) is shown for the
+    """When a spec evaluates, in its own unit; figures computed from the recipe (the batch size) are shown for the
     default recipe and marked so."""
     every = _figure_text(spec.eval_interval, recipe, spec.interval)
     first = "" if spec.first_eval is None else f" from {_figure_text(spec.first_eval, recipe, spec.first)}"
-    return f"every {every}{first}"
+    by_recipe = callable(spec.eval_interval) or callable(spec.first_eval)
+    return f"every {every}{first}" + (" (by recipe)" if by_recipe and recipe is not None else "")
 
 
 def _figure_text(value, recipe, of_recipe) -> str:
     """A schedule figure: a number as it is; a function of the recipe as its value for the default recipe."""
     if not callable(value):
         return f"{value:g}"
-    return "by recipe" if recipe is None else f"{of_recipe(recipe):g} (by recipe)"
+    return "by recipe" if recipe is None else f"{of_recipe(recipe):g}"
 
 
 def _relaunch_with_torchrun(nproc: int, node_args: list[str]) -> int:
