@@ -78,7 +78,7 @@ def main() -> int:
                     overlap=0.5,
                     mode="gaussian",
                     padding_mode="constant",
-                    cval=w.preprocessing.padding_value,
+                    cval=w.flavour.eval_padding,
                 )
         peer.train()
 

@@ -51,7 +51,11 @@ def cmd_list(args: argparse.Namespace) -> int:
             if bench.available_at(scale) and spec.dry_run_only:
                 notes.append(f"{bench.key} {scale}: not available yet, dry run only: {spec.dry_run_only}")
             runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
-            budget = f"{spec.max_progress:g} (guard {spec.max_minutes:g} min)"
+            recipe = bench.recipes.get(scale)
+            by_recipe = " (by recipe)" if callable(spec.max_progress) and recipe is not None else ""
+            budget = (
+                f"{_figure_text(spec.max_progress, recipe, spec.budget)}{by_recipe} (guard {spec.max_minutes:g} min)"
+            )
             table.add_row(
                 bench.key,
                 scale,
@@ -60,7 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 spec.metric_se_text,
                 runs,
                 spec.unit,
-                _schedule_text(spec),
+                _schedule_text(spec, recipe),
                 budget,
             )
             details.append(f"{bench.key} ({scale}, {bench.title}): {spec.model}; data: {spec.dataset}")
@@ -81,11 +85,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _schedule_text(spec) -> str:
-    """When a spec evaluates, in its own unit (a recipe-dependent interval says so)."""
-    every = "by recipe" if callable(spec.eval_interval) else f"{spec.eval_interval:g}"
-    first = "" if spec.first_eval is None else f" from {spec.first_eval:g}"
-    return f"every {every}{first}"
+def _schedule_text(spec, recipe) -> str:
+    """When a spec evaluates, in its own unit; figures computed from the recipe (the batch size) are shown for the
+    default recipe and marked so."""
+    every = _figure_text(spec.eval_interval, recipe, spec.interval)
+    first = "" if spec.first_eval is None else f" from {_figure_text(spec.first_eval, recipe, spec.first)}"
+    by_recipe = callable(spec.eval_interval) or callable(spec.first_eval)
+    return f"every {every}{first}" + (" (by recipe)" if by_recipe and recipe is not None else "")
+
+
+def _figure_text(value, recipe, of_recipe) -> str:
+    """A schedule figure: a number as it is; a function of the recipe as its value for the default recipe."""
+    if not callable(value):
+        return f"{value:g}"
+    return "by recipe" if recipe is None else f"{of_recipe(recipe):g}"
 
 
 def _relaunch_with_torchrun(nproc: int, node_args: list[str]) -> int:

@@ -143,7 +143,9 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
 
 
 # --- specs --------------------------------------------------------------------------------------------
-IntervalFn = Callable[[Recipe], float]  # the evaluation interval computed from the recipe (MLPerf BERT's formula)
+# A figure of the evaluation schedule computed from the recipe: MLPerf BERT's evaluation interval (samples, from the
+# batch size), unet3d's first evaluation, interval and non-converged limit (epochs, from the batch size).
+RecipeFn = Callable[[Recipe], float]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +155,9 @@ class BenchmarkSpec:
     ``target`` is the quality the run must reach; ``higher_is_better`` says whether the metric must be
     at least (accuracy, mAP, AUC) or at most (WER) the target. Progress is counted in ``unit``: the first
     evaluation comes after ``first_eval`` units (default: one interval), then one every
-    ``eval_interval`` units (a number, or a function of the recipe), until ``max_progress`` units.
+    ``eval_interval`` units, until ``max_progress`` units. Each of the three is a number or a function of
+    the recipe (a schedule the rules state in terms of the batch size); read them through :meth:`first`,
+    :meth:`interval`, :meth:`budget` and :meth:`eval_points`, which take the run's recipe.
     """
 
     key: str
@@ -169,9 +173,9 @@ class BenchmarkSpec:
     runs_required: int
     runs_dropped: int = 1  # dropped at each end by olympic scoring
     unit: str = EPOCHS
-    eval_interval: float | IntervalFn
-    first_eval: float | None = None
-    max_progress: float  # the budget, in ``unit``: a run that reaches the target within it succeeds
+    eval_interval: float | RecipeFn
+    first_eval: float | RecipeFn | None = None
+    max_progress: float | RecipeFn  # the budget, in ``unit``: a run that reaches the target within it succeeds
     max_minutes: float  # a wall-clock guard: a run still short of its target after it stops ("runaway guard")
     max_init_minutes: float = MAX_INIT_MINUTES
     hparam_keys: tuple[str, ...] = ()
@@ -191,9 +195,13 @@ class BenchmarkSpec:
             raise ValueError(f"{self.key}: unknown progress unit {self.unit!r}; one of {UNITS}")
         if self.runs_required <= 2 * self.runs_dropped:
             raise ValueError(f"{self.key}: olympic scoring needs more runs than it drops")
-        if isinstance(self.eval_interval, int | float) and not 0 < self.eval_interval <= self.max_progress:
+        # Figures that are functions of the recipe are checked when a run's schedule is computed (eval_points).
+        budget = self.max_progress if isinstance(self.max_progress, int | float) else math.inf
+        if isinstance(self.max_progress, int | float) and not self.max_progress > 0:
+            raise ValueError(f"{self.key}: the progress budget must be positive")
+        if isinstance(self.eval_interval, int | float) and not 0 < self.eval_interval <= budget:
             raise ValueError(f"{self.key}: the evaluation interval must be positive and within the budget")
-        if self.first_eval is not None and not 0 < self.first_eval <= self.max_progress:
+        if isinstance(self.first_eval, int | float) and not 0 < self.first_eval <= budget:
             raise ValueError(f"{self.key}: the first evaluation must be positive and within the budget")
         if self.field_targets and self.field_targets[0][1] != self.target:
             raise ValueError(f"{self.key}: the target of a multi-field metric is its first field's target")
@@ -248,21 +256,36 @@ class BenchmarkSpec:
         return f"{self.metric_se:.2g}" + (f" ({self.fields[0][0]})" if self.field_targets else "")
 
     # --- the evaluation schedule -----------------------------------------------------------------------
+    def _figure(self, what: str, value: float | RecipeFn, recipe: Recipe) -> float:
+        got = value(recipe) if callable(value) else value
+        if isinstance(got, bool) or not isinstance(got, int | float) or not (math.isfinite(got) and got > 0):
+            raise ValueError(f"{self.key}: the {what} came out as {got!r}; it must be positive")
+        return float(got)
+
     def interval(self, recipe: Recipe) -> float:
-        value = self.eval_interval(recipe) if callable(self.eval_interval) else self.eval_interval
-        if not value > 0:
-            raise ValueError(f"{self.key}: the evaluation interval came out as {value!r}; it must be positive")
-        return float(value)
+        """Progress between two evaluations for this recipe."""
+        return self._figure("evaluation interval", self.eval_interval, recipe)
+
+    def first(self, recipe: Recipe) -> float:
+        """Progress at the first evaluation for this recipe (one interval when ``first_eval`` is None)."""
+        if self.first_eval is None:
+            return self.interval(recipe)
+        return self._figure("first evaluation", self.first_eval, recipe)
+
+    def budget(self, recipe: Recipe) -> float:
+        """Progress after which a run short of its target stops, not converged, for this recipe."""
+        return self._figure("progress budget", self.max_progress, recipe)
 
     def eval_points(self, recipe: Recipe) -> list[float]:
         """Progress (in ``unit``) at which the run evaluates; the last is the budget."""
-        step = self.interval(recipe)
-        first = self.first_eval if self.first_eval is not None else step
+        step, first, budget = self.interval(recipe), self.first(recipe), self.budget(recipe)
+        if first > budget + 1e-9:
+            raise ValueError(f"{self.key}: the first evaluation ({first:g}) comes after the budget ({budget:g})")
         points, k = [], 0
-        while first + k * step < self.max_progress - 1e-9:
+        while first + k * step < budget - 1e-9:
             points.append(first + k * step)
             k += 1
-        return [*points, float(self.max_progress)]
+        return [*points, budget]
 
 
 # --- the benchmark: pure data -------------------------------------------------------------------------

@@ -261,3 +261,19 @@ def test_set_values_in_range_and_each_implemented_choice_are_accepted():
     assert registry.default_recipe("unet3d", "mini").with_overrides({"opt_name": "sgd"}).opt_name == "sgd"
     assert registry.default_recipe("dlrm", "mini").with_overrides({"opt_name": "sgd"}).opt_name == "sgd"
     assert registry.default_recipe("resnet", "mini").with_overrides({"global_batch_size": 64}).global_batch_size == 64
+
+
+def test_unet3d_closed_reference_takes_sgd_only():
+    """v2.0 rules, "Allowed Closed Division Optimizers": image segmentation (medical) is SGD with momentum; the mini
+    scale's closed rules keep its Adam recipe and the reference's SGD."""
+    bench = registry.benchmark("unet3d")
+
+    def unet3d_check(scale, division, **overrides):
+        defaults = bench.recipes[scale].as_dict()
+        check_overrides("unet3d", scale, division, defaults, bench.closed_rules[scale], overrides)
+
+    with pytest.raises(RuleError, match=r"rule 'unet3d/reference/opt_name'.*one of 'sgd'"):
+        unet3d_check("reference", "closed", opt_name="adam")
+    unet3d_check("reference", "closed", opt_name="sgd", global_batch_size=32, opt_base_learning_rate=4.0)
+    unet3d_check("reference", "open", opt_name="adam")
+    unet3d_check("mini", "closed", opt_name="sgd")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -442,3 +443,33 @@ def test_peak_memory_is_the_runs_own_not_its_parents():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     del ballast
     assert 10 < float(out) < 1024, out
+
+
+def test_first_evaluation_and_budget_may_be_functions_of_the_recipe(tmp_path):
+    import dataclasses
+
+    spec = dataclasses.replace(
+        FAKE_SPEC, first_eval=lambda r: r.global_batch_size / 4, max_progress=lambda r: r.global_batch_size / 2
+    )
+    assert spec.eval_points(FakeRecipe()) == [2.0, 3.0, 4.0]  # batch 8: from epoch 2, every 1, budget 4
+    FakeWorkload.qualities = [0.1]
+    outcome, path = run_once(tmp_path, spec=spec)
+    evals = [r["metadata"]["epoch_num"] for r in read_mllog(path) if r["key"] == "eval_accuracy"]
+    assert evals == [2, 3, 4]
+    assert outcome.status == "aborted" and outcome.reason == "progress budget" and outcome.progress == 4.0
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("first_eval", lambda r: 0.0, "the first evaluation came out as 0.0"),
+        ("max_progress", lambda r: float("nan"), "the progress budget came out as nan"),
+        ("first_eval", lambda r: 5.0, "the first evaluation (5) comes after the budget (4)"),
+    ],
+)
+def test_a_recipe_schedule_that_cannot_run_is_refused_by_name(field, value, words):
+    import dataclasses
+
+    spec = dataclasses.replace(FAKE_SPEC, **{field: value})
+    with pytest.raises(ValueError, match=re.escape(words)):
+        spec.eval_points(FakeRecipe())

@@ -170,3 +170,28 @@ def test_bad_case_stops_a_run_before_the_clock_with_no_result(tmp_path):
     logs = list(out.rglob("result_*.txt")) if out.exists() else []
     assert all('"run_start"' not in p.read_text() for p in logs)  # stopped before the clock
     assert not any(p.name == "result_0.txt" for p in logs)
+
+
+def test_a_batch_larger_than_the_training_cases_is_refused_before_the_clock(tmp_path):
+    """An epoch drops its last partial batch (the reference's DataLoader(drop_last=True)): a global batch above the
+    training cases would train nothing and never reach an evaluation, so prepare() refuses it, naming the fix."""
+    import dataclasses
+
+    from trainperf import registry
+    from trainperf.dist import DistContext
+    from trainperf.errors import UsageError
+    from trainperf.spec import RunConfig
+
+    generator.write_smoke_fixture(tmp_path / "unet3d" / "reference")  # 2 training and 2 evaluation cases
+    spec = registry.get_spec("unet3d", "reference")
+    recipe = registry.default_recipe("unet3d", "reference")
+
+    w = registry.workload_class("unet3d")(
+        spec,
+        dataclasses.replace(recipe, global_batch_size=3),
+        RunConfig(seed=1, smoke=True),
+        data_dir=tmp_path,
+        dist=DistContext(),
+    )
+    with pytest.raises(UsageError, match="global_batch_size 3 is more than the 2 training cases.*at most 2"):
+        w.prepare()  # (a smoke run's batch of 1 per process trains them: test_unet3d_models.py)

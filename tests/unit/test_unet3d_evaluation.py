@@ -114,3 +114,32 @@ def test_dice_ce_loss_is_monai_s_halved():
     label = torch.randint(0, 3, (2, 1, 6, 5, 4), dtype=torch.uint8)
     monai = DiceCELoss(include_background=False, to_onehot_y=True, softmax=True, smooth_nr=1e-6, smooth_dr=1e-6)
     assert float(dice_ce_loss(logits, label)) == pytest.approx(float(monai(logits, label.long())) / 2, rel=1e-6)
+
+
+@pytest.mark.parametrize(("scale", "padding"), [("reference", -2.2), ("mini", (-79.0 - 101.0) / 76.9)])
+def test_the_workload_pads_its_evaluation_volumes_with_its_scale_s_value(scale, padding, tmp_path, monkeypatch):
+    """The reference pads with the constant -2.2 (runtime/inference.py, evaluate: padding_val=-2.2), not with the
+    normalized clip floor -2.34; the mini scale keeps the floor its target was calibrated with."""
+    from trainperf import registry
+    from trainperf.dist import DistContext
+    from trainperf.spec import RunConfig
+    from trainperf.workloads.unet3d import data
+    from trainperf.workloads.unet3d import workload as wl
+
+    seen = []
+
+    def spy(model, image, label, roi, *, overlap, padding_value):
+        seen.append(padding_value)
+        return torch.zeros(1, 3, *image.shape[2:]), label
+
+    monkeypatch.setattr(wl, "sliding_window", spy)
+    w = registry.workload_class("unet3d")(
+        registry.get_spec("unet3d", scale),
+        registry.default_recipe("unet3d", scale),
+        RunConfig(seed=1),
+        data_dir=tmp_path,
+        dist=DistContext(),
+    )
+    w.eval_cases = [data.Case("00000", np.zeros((1, 4, 4, 4), np.float32), np.zeros((1, 4, 4, 4), np.uint8))]
+    w.case_scores(torch.nn.Identity())
+    assert seen == [pytest.approx(padding)]

@@ -32,6 +32,28 @@ def test_reference_model_has_the_reference_s_parameters():
     ]  # the reference's names
 
 
+def reference_state_dict_keys() -> list[str]:
+    """The v2.0 reference Unet3D's state_dict keys, written out from its modules (model/unet3d.py, layers.py): each
+    conv_block_factory is Sequential(conv, norm, activation), the up-sampling convolution Sequential(deconv with bias,
+    Identity, Identity), and OutputLayer holds a bare Conv3d as ``conv``."""
+
+    def block(prefix: str) -> list[str]:  # conv (no bias), then the affine instance norm
+        return [f"{prefix}.0.weight", f"{prefix}.1.weight", f"{prefix}.1.bias"]
+
+    keys = block("input_block.conv1") + block("input_block.conv2")
+    for name in [*(f"downsample.{i}" for i in range(4)), "bottleneck"]:
+        keys += block(f"{name}.conv1") + block(f"{name}.conv2")
+    for i in range(5):
+        keys += [f"upsample.{i}.upsample_conv.0.weight", f"upsample.{i}.upsample_conv.0.bias"]
+        keys += block(f"upsample.{i}.conv1") + block(f"upsample.{i}.conv2")
+    return [*keys, "output.conv.weight", "output.conv.bias"]
+
+
+def test_state_dict_keys_are_the_reference_s():
+    """The reference's checkpoints load as they are: the same 78 keys in the same order."""
+    assert list(UNet3D().state_dict()) == reference_state_dict_keys()
+
+
 def test_tensor_names_match_the_v2_closed_rule_file():
     names = reference_tensor_names(UNet3D())
     assert len(names) == 50 and sorted(names) == sorted(official_tensor_names("unet3d"))
@@ -58,6 +80,25 @@ def test_learning_rate_schedule_is_the_reference_s(tmp_path):
     # epoch e of the warm-up: 1e-4 + (0.8 - 1e-4) * e / 4; after epoch 6 (the boundary) half the rate
     assert lr[:4] == pytest.approx([1e-4 + 0.7999 / 4, 1e-4 + 0.7999 / 4, 1e-4 + 0.7999 / 2, 0.8])
     assert lr[4:] == pytest.approx([0.8, 0.8, 0.4])
+
+
+def test_a_decay_boundary_inside_the_warm_up_has_no_effect_as_in_the_reference(tmp_path):
+    """runtime/training.py sets the warm-up rate over the param group at the start of each warm-up epoch, after
+    MultiStepLR's decay at the end of the epoch before: a boundary at epoch 2 of a 4-epoch warm-up is overwritten at
+    epoch 3 and lost after it; the boundary at 6 halves the rate from epoch 7."""
+    spec = registry.get_spec("unet3d", "reference")
+    recipe = dataclasses.replace(
+        registry.default_recipe("unet3d", "reference"),
+        opt_learning_rate_warmup_epochs=4,
+        opt_learning_rate_decay_boundary_epochs=(2, 6),
+        opt_learning_rate_decay_factor=0.5,
+    )
+    w = registry.workload_class("unet3d")(
+        spec, recipe, RunConfig(seed=1, dry_run=True), data_dir=tmp_path, dist=DistContext()
+    )
+    lr = [0.8 * w._lr_factor((epoch - 1) * w.steps_per_epoch) for epoch in (1, 3, 4, 5, 6, 7)]
+    warm = [1e-4 + 0.7999 * e / 4 for e in (1, 3, 4)]
+    assert lr == pytest.approx([*warm, 0.8, 0.8, 0.4])
 
 
 def _cli(*args, timeout=300):

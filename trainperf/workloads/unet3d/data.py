@@ -62,7 +62,8 @@ class Preprocessing:
 
     @property
     def padding_value(self) -> float:
-        """The normalized value of the lowest clipped intensity (-2.2 in the reference's evaluation padding)."""
+        """The normalized value of the lowest clipped intensity, (-79 - 101) / 76.9 = -2.34 (the reference's
+        evaluation pads with the constant -2.2 instead, which the reference scale uses: workload.py FLAVOURS)."""
         return (self.clip[0] - self.mean) / self.std
 
     def as_dict(self) -> dict:

@@ -74,7 +74,7 @@ class UNet3D(nn.Module):
         ups += [UpBlock(i, o) for i, o in zip(reversed(filters[1:]), reversed(filters[:-1]), strict=False)]
         self.upsample = nn.ModuleList(ups)
         self.output = nn.Module()
-        self.output.conv = nn.Sequential(nn.Conv3d(filters[0], n_class, kernel_size=1, bias=True))
+        self.output.conv = nn.Conv3d(filters[0], n_class, kernel_size=1, bias=True)  # layers.py OutputLayer.conv
 
     @property
     def divisor(self) -> int:
@@ -115,7 +115,7 @@ def reference_tensor_names(model: UNet3D) -> list[str]:
 
     ``input_block.conv1.0.weight`` -> ``input_block_0_conv``; ``downsample.2.conv2.1.bias`` ->
     ``down2_block_1_instancenorm``; ``bottleneck`` -> ``down<N>`` after the N down-sampling blocks;
-    ``upsample.0.upsample_conv.0.weight`` -> ``up0_deconv``; ``output.conv.0.weight`` -> ``output_conv``.
+    ``upsample.0.upsample_conv.0.weight`` -> ``up0_deconv``; ``output.conv.weight`` -> ``output_conv``.
     """
     names: list[str] = []
     for name, _ in model.named_parameters():

@@ -27,16 +27,22 @@ class Flavour:
     filters: tuple[int, ...]
     preprocessing: data.Preprocessing
     sizes: tuple[int, int]  # (train, eval) cases logged before the data is read (a dry run reads none)
+    eval_padding: float  # the value the sliding-window evaluation pads a volume with
 
 
 FLAVOURS = {
     "reference": Flavour(
-        filters=(32, 64, 128, 256, 320), preprocessing=data.Preprocessing(min_shape=(128, 128, 128)), sizes=(168, 42)
+        filters=(32, 64, 128, 256, 320),
+        preprocessing=data.Preprocessing(min_shape=(128, 128, 128)),
+        sizes=(168, 42),
+        eval_padding=-2.2,  # the reference's constant: runtime/inference.py, evaluate(): padding_val=-2.2
     ),
     "mini": Flavour(
         filters=(8, 16, 32, 64),
         preprocessing=data.Preprocessing(min_shape=(32, 32, 32)),
         sizes=(generator.TRAIN_CASES, generator.EVAL_CASES),
+        # the normalized clip floor, (-79 - 101) / 76.9 = -2.34, with which the mini target was calibrated
+        eval_padding=data.Preprocessing().padding_value,
     ),
 }
 # A reference dry or smoke run on a CPU trains and evaluates 64^3 patches of the full-size model (a 128^3
@@ -72,9 +78,6 @@ class UNet3DWorkload(Workload):
         return generator.eval_case_ids() if self.spec.scale == "mini" else data.REFERENCE_EVAL_CASES
 
     def prepare(self) -> None:
-        # The evaluation's library, imported before the clock as the reference imports everything at start:
-        # MONAI (and what it imports) cost about 6 s of the first evaluation of a mini run (README, Profile).
-        importlib.import_module("monai.inferers")
         if self.spec.scale == "mini":
             problems = generator.verify_mini(self.data_dir, trust_cache=True)
             if problems:
@@ -91,6 +94,15 @@ class UNet3DWorkload(Workload):
                 f"unet3d: {self._root()} holds {len(self.train_ids)} training and {len(self.eval_ids)} evaluation "
                 "cases; both are needed (evaluation cases are the reference's evaluation_cases.txt list)"
             )
+        if self.global_batch_size > len(self.train_ids):  # an epoch drops its last partial batch: none would be left
+            raise UsageError(
+                f"unet3d: global_batch_size {self.global_batch_size} is more than the {len(self.train_ids)} training "
+                "cases, and an epoch drops its last partial batch (as the reference's DataLoader(drop_last=True) "
+                f"does), so no batch would be trained; --set global_batch_size to at most {len(self.train_ids)}"
+            )
+        # The evaluation's library, imported before the clock as the reference imports everything at start:
+        # MONAI (and what it imports) cost about 6 s of the first evaluation of a mini run (README, Profile).
+        importlib.import_module("monai.inferers")
 
     def load_data(self) -> None:
         self.train_cases = data.load_cases(self.npy_dir, self.train_ids)
@@ -131,17 +143,21 @@ class UNet3DWorkload(Workload):
 
     def _lr_factor(self, step: int) -> float:
         """The reference's schedule for the 0-based step: during epoch e (1-based) of the warm-up the rate is
-        ``init + (base - init) * e / warmup``, then ``base`` times ``decay_factor`` per boundary epoch passed."""
+        ``init + (base - init) * e / warmup``, then ``base`` times ``decay_factor`` per boundary epoch passed.
+
+        runtime/training.py sets the warm-up rate at the start of each warm-up epoch, over what its MultiStepLR
+        made of it, so a boundary before the last warm-up epoch has no effect there or after it: the decays that
+        count are those at boundaries b >= warmup, from epoch b + 1 (the scheduler steps after each epoch)."""
         r = self.recipe
         epoch = step // self.steps_per_epoch + 1
-        if r.opt_learning_rate_warmup_epochs > 0 and epoch <= r.opt_learning_rate_warmup_epochs:
-            lr = r.opt_initial_learning_rate + (r.opt_base_learning_rate - r.opt_initial_learning_rate) * (
-                epoch / r.opt_learning_rate_warmup_epochs
-            )
-        else:
-            lr = r.opt_base_learning_rate
-        passed = sum(epoch > b for b in r.opt_learning_rate_decay_boundary_epochs)
-        return lr * r.opt_learning_rate_decay_factor**passed / r.opt_base_learning_rate
+        warmup = r.opt_learning_rate_warmup_epochs
+        if warmup > 0 and epoch <= warmup:
+            return (
+                r.opt_initial_learning_rate
+                + (r.opt_base_learning_rate - r.opt_initial_learning_rate) * (epoch / warmup)
+            ) / r.opt_base_learning_rate
+        passed = sum(b < epoch for b in r.opt_learning_rate_decay_boundary_epochs if b >= warmup)
+        return r.opt_learning_rate_decay_factor**passed
 
     def hparams(self) -> dict[str, Any]:
         out = super().hparams()
@@ -197,7 +213,7 @@ class UNet3DWorkload(Workload):
                 label,
                 self.val_patch,
                 overlap=self.recipe.validation_overlap,
-                padding_value=self.preprocessing.padding_value,
+                padding_value=self.flavour.eval_padding,
             )
             rows.append(dice_scores(logits, label)[0].cpu())
         model.train()
