@@ -294,23 +294,33 @@ def _count_lines(path: Path) -> int:
 
 
 def lr_policy(r: Any):
-    """The reference's LRPolicyScheduler as a LambdaLR factor: linear warm-up, constant, then polynomial decay
-    (power ``sgd_opt_learning_rate_decay_poly_power``) from ``lr_decay_start_steps`` to 0 over
-    ``sgd_opt_learning_rate_decay_steps``, never below the reference's 1e-7 floor."""
+    """The reference's LRPolicyScheduler (dlrm_s_pytorch.py:99-133) as a LambdaLR factor of the optimizer step.
+
+    Its scheduler counts steps from 1 (torch's ``_step_count`` after the constructor's own step), so step ``k``
+    here (0 at the first optimizer step) is its ``s = k + 1``: a linear warm-up ``s / w`` while ``s < w``; a
+    polynomial decay ``((n - (s - d)) / n) ** power`` for ``d <= s < d + n``, never below its 1e-7; otherwise,
+    with a decay, the last rate it set is held: the warm-up's last, ``(w - 1) / w``, between warm-up and decay,
+    and the decay's last, ``(1 / n) ** power``, after it; without a decay, the base rate. Where the reference
+    has no last rate to hold (a decay starting after step 1 with no warm-up: it raises AttributeError), the
+    base rate, the rules' "learning rate after warm up and before decay"."""
     warmup, start, steps, power = (
         r.opt_learning_rate_warmup_steps,
         r.lr_decay_start_steps,
         r.sgd_opt_learning_rate_decay_steps,
         r.sgd_opt_learning_rate_decay_poly_power,
     )
-    floor = 1e-7 / r.opt_base_learning_rate
+    floor = 1e-7 / r.opt_base_learning_rate if r.opt_base_learning_rate > 0 else 0.0
 
     def factor(step: int) -> float:
-        if step < warmup:
-            return 1.0 - (warmup - step) / warmup
-        if steps > 0 and step >= start:
-            done = min(step - start, steps)
-            return max(floor, ((steps - done) / steps) ** power)
-        return 1.0
+        s = step + 1
+        if s < warmup:
+            return s / warmup
+        if steps > 0 and start <= s < start + steps:
+            return max(floor, ((steps - (s - start)) / steps) ** power)
+        if steps == 0:
+            return 1.0
+        if s >= start + steps:
+            return max(floor, (1 / steps) ** power)
+        return (warmup - 1) / warmup if warmup > 1 else 1.0
 
     return factor
