@@ -104,7 +104,10 @@ def test_reference_smoke_run_on_a_tiny_fixture(tmp_path, form):
             log = data.ClickLog(labels.astype(np.float32), np.log1p(np.maximum(raw, 0)).astype(np.float32), rows)
             data.write_binary(root / name, log, np.maximum(raw, 0))
     spec = registry.get_spec("dlrm", "reference")
-    recipe = dataclasses.replace(registry.default_recipe("dlrm", "reference"), global_batch_size=128)
+    # SGD at the reference's rate 1.0 can diverge in 12 steps on these few random samples (the order decides)
+    recipe = dataclasses.replace(
+        registry.default_recipe("dlrm", "reference"), global_batch_size=128, opt_base_learning_rate=0.1
+    )
     cls = registry.workload_class("dlrm")
     w = cls(spec, recipe, RunConfig(seed=1), data_dir=tmp_path, dist=DistContext())
     w.model_config = dataclasses.replace(w.model_config, table_sizes=tuple(sizes))  # the full tables need 96 GB
@@ -117,11 +120,11 @@ def test_reference_smoke_run_on_a_tiny_fixture(tmp_path, form):
     opt, sched = w.build_optimizer(model)
     stepper = Stepper(model, w, opt, sched, RunObserver(), Schedule.for_run(spec, w))
     batches = w.train_batches()
-    for _ in range(12):  # more than one epoch of the TSV fixture: its days are read again
+    for _ in range(12):  # more than one epoch of either fixture: its batches are drawn again
         stepper.step([next(batches)])
     auc = w.evaluate(model)["auc"]
     # the whole evaluation set, scored once each, as scikit-learn scores it directly
-    ev = w.eval if w.eval is not None else data.binary_records(w.eval_records, slice(None), root / "x", sizes)
+    ev = data.binary_records(w.eval_records, slice(None), root / "x", sizes)
     model.eval()
     with torch.no_grad():
         scores = model(torch.from_numpy(ev.dense), torch.from_numpy(ev.sparse)).double().numpy()
