@@ -57,16 +57,21 @@ class Dictionaries:
     values in order of first appearance."""
 
     def __init__(self) -> None:
-        self._lookup = [np.zeros(0, np.int32) for _ in range(NUM_SPARSE)]  # value -> id + 1 (0: not seen)
+        # value -> id + 1 (0: not seen), one table of MAX_IND_RANGE per feature, allocated at its first use; its
+        # pages are only backed by memory once written, so a feature of few values costs what it holds
+        self._lookup: list[np.ndarray | None] = [None] * NUM_SPARSE
         self._values: list[list[np.ndarray]] = [[] for _ in range(NUM_SPARSE)]
         self.counts = np.zeros(NUM_SPARSE, np.int64)
 
     def rows(self, values: np.ndarray) -> np.ndarray:
-        """(N, 26) values -> (N, 26) dense ids; values not seen before get the next ids, in line order."""
+        """(N, 26) values in [0, MAX_IND_RANGE) -> (N, 26) dense ids; values not seen before get the next ids, in
+        line order."""
         out = np.empty(values.shape, np.int64)
         for j in range(NUM_SPARSE):
             col = values[:, j]
-            lut = self._grow(j, int(col.max(initial=0)) + 1)
+            lut = self._lookup[j]
+            if lut is None:
+                lut = self._lookup[j] = np.zeros(MAX_IND_RANGE, np.int32)
             ids = lut[col]
             unseen = ids == 0
             if unseen.any():
@@ -83,14 +88,6 @@ class Dictionaries:
         """The values of ``feature`` in the order of their ids (the reference's ``unique`` array)."""
         parts = self._values[feature]
         return np.concatenate(parts) if parts else np.zeros(0, np.int32)
-
-    def _grow(self, j: int, size: int) -> np.ndarray:
-        lut = self._lookup[j]
-        if len(lut) < size:  # zeros are not touched until written, so a large table costs what it holds
-            grown = np.zeros(min(max(size, 2 * len(lut)), MAX_IND_RANGE), np.int32)
-            grown[: len(lut)] = lut
-            self._lookup[j] = lut = grown
-        return lut
 
 
 def _source(days: Sequence[Path]) -> list[dict]:
