@@ -30,9 +30,9 @@ SGD_KEYS = (
 
 @dataclass(frozen=True, kw_only=True)
 class DLRMRecipe(Recipe):
-    """The reference's SGD and its learning-rate policy: linear warm-up over
-    ``opt_learning_rate_warmup_steps``, constant, then from ``lr_decay_start_steps`` a polynomial decay of
-    power ``sgd_opt_learning_rate_decay_poly_power`` over ``sgd_opt_learning_rate_decay_steps`` (0: none)."""
+    """The reference's SGD and its learning-rate policy (``workload.lr_policy``): linear warm-up over
+    ``opt_learning_rate_warmup_steps``, held, then from ``lr_decay_start_steps`` a polynomial decay of power
+    ``sgd_opt_learning_rate_decay_poly_power`` over ``sgd_opt_learning_rate_decay_steps`` (0: none)."""
 
     CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adagrad")}  # the optimizers build_optimizer makes
 

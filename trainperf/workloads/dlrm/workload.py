@@ -86,9 +86,10 @@ class DLRMWorkload(Workload):
             self.format = "tsv"
             made = preprocess.fresh(self.root, days)
             if made is None and self.dist.distributed:  # every rank would write it
+                command = f"python -m trainperf.workloads.dlrm.preprocess {shlex.quote(str(self.root))}"
                 raise DataError(
                     f"dlrm: the TSV days in {self.root} are not preprocessed yet (or changed since): a distributed run "
-                    f"does not preprocess them; run `python -m trainperf.workloads.dlrm.preprocess {shlex.quote(str(self.root))}` first"
+                    f"does not preprocess them; run `{command}` first"
                 )
             made = made or preprocess.prepare_days(self.root, days)
             self.binary_dir = self.root / preprocess.FOLDER
