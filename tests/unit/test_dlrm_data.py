@@ -17,7 +17,7 @@ def tsv_line(label: str = "1", dense: list[str] | None = None, cats: list[str] |
     return "\t".join([label, *dense, *cats]) + "\n"
 
 
-def test_tsv_values_as_the_reference_preprocesses_them(tmp_path):
+def test_tsv_values_as_the_reference_parses_them_and_the_mini_scale_s_rows_value_mod_size(tmp_path):
     path = tmp_path / "day_0"
     dense = ["", "-3", "0", "5", *[str(10**k) for k in range(9)]]
     cats = ["", "FFFFFFFF", *[f"{i:x}" for i in range(24)]]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from trainperf.errors import UsageError
 from trainperf.rules.closed import Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
@@ -29,9 +30,9 @@ SGD_KEYS = (
 
 @dataclass(frozen=True, kw_only=True)
 class DLRMRecipe(Recipe):
-    """The reference's SGD and its learning-rate policy: linear warm-up over
-    ``opt_learning_rate_warmup_steps``, constant, then from ``lr_decay_start_steps`` a polynomial decay of
-    power ``sgd_opt_learning_rate_decay_poly_power`` over ``sgd_opt_learning_rate_decay_steps`` (0: none)."""
+    """The reference's SGD and its learning-rate policy (``workload.lr_policy``): linear warm-up over
+    ``opt_learning_rate_warmup_steps``, held, then from ``lr_decay_start_steps`` a polynomial decay of power
+    ``sgd_opt_learning_rate_decay_poly_power`` over ``sgd_opt_learning_rate_decay_steps`` (0: none)."""
 
     CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adagrad")}  # the optimizers build_optimizer makes
 
@@ -44,6 +45,15 @@ class DLRMRecipe(Recipe):
     sgd_opt_learning_rate_decay_poly_power: int = 2
     # The MLPs' learning rate when it differs from the tables' (``opt_base_learning_rate``); None: the same.
     dense_learning_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        w, d = self.opt_learning_rate_warmup_steps, self.lr_decay_start_steps
+        if d < w:  # the reference's LRPolicyScheduler refuses it (facebookresearch/dlrm dlrm_s_pytorch.py:106-107)
+            raise UsageError(
+                f"dlrm: lr_decay_start_steps={d} is before the end of the warm-up, opt_learning_rate_warmup_steps={w}: "
+                "the reference stops there ('Learning rate warmup must finish before the decay starts'); set "
+                f"lr_decay_start_steps to at least {w}"
+            )
 
 
 # The v2.0 reference's own run (mlcommons/training recommendation/dlrm, run_and_time.sh): batch 2048,

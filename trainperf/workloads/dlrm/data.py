@@ -4,8 +4,10 @@ Criteo TSV (the 1TB click logs' ``day_<k>`` files, and the mini data that ``trai
 writes in the same format): one sample a line, 40 tab-separated columns: the label (0 or 1), 13 integer
 features (decimal, possibly negative, possibly empty) and 26 categorical features (hexadecimal 32-bit
 hashes, possibly empty). As the reference preprocesses them: a missing value is 0, negative integers are
-clipped to 0 and the integers enter the model as ``log(x + 1)``; a categorical value becomes a row of its
-table as ``value % table_size`` (the reference's hashing with ``--max-ind-range``).
+clipped to 0 and the integers enter the model as ``log(x + 1)``. :func:`iter_raw_tsv` gives the parsed
+values; how a categorical value becomes a table row depends on the scale: the mini scale's own mapping is
+``value % table_size`` (:func:`iter_tsv`; its generator writes ``row + size * k``), the reference's is
+``value % 40,000,000`` and then its per-feature dictionary (``preprocess.py``).
 
 The reference's preprocessed binary form (``terabyte_processed_{train,test}.bin``, read by its
 ``--mlperf-bin-loader``): records of 40 little-endian int32 (label, 13 integers, 26 row indices), nothing
@@ -31,6 +33,12 @@ NUM_SPARSE = 26
 COLUMNS = 1 + NUM_DENSE + NUM_SPARSE
 RECORD_BYTES = 4 * COLUMNS  # one record of the binary form
 CHUNK_LINES = 50_000  # TSV lines parsed at once (bounds the parser's memory to about 200 MB)
+# The v2.0 reference's 26 table sizes: the distinct values of each Criteo 1TB categorical feature after
+# % 40,000,000 (--max-ind-range), its dictionaries' counts (preprocess.py; 187,767,399 rows, 24.0 G parameters of 128).
+REFERENCE_TABLE_SIZES = (
+    39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10,
+    2208, 11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36,
+)  # fmt: skip
 _MAX_DENSE_CHARS = 18  # fits an int64
 _MAX_HEX_CHARS = 8  # 32-bit hashes, as in the Criteo logs
 
@@ -109,7 +117,21 @@ def _parse_numbers(
     return np.where(negative, -value, value), bad
 
 
-def _parse_lines(buf: np.ndarray, path: Path, first_line: int, table_sizes: np.ndarray) -> ClickLog:
+@dataclass(frozen=True)
+class RawChunk:
+    """Parsed TSV lines as written: labels (N,) float32, integers (N, 13) int64 (missing: 0, negatives kept),
+    categorical values (N, 26) int64; ``first_line`` is the 1-based line number of the first."""
+
+    first_line: int
+    labels: np.ndarray
+    dense: np.ndarray
+    hashes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def _parse_lines(buf: np.ndarray, path: Path, first_line: int) -> RawChunk:
     """Parse whole lines (``buf`` ends with a newline); ``first_line`` is the 1-based number of the first."""
     newline = buf == 10
     ends_of_lines = np.flatnonzero(newline)
@@ -159,14 +181,21 @@ def _parse_lines(buf: np.ndarray, path: Path, first_line: int, table_sizes: np.n
             f"{_where(path, first_line + i, 1 + NUM_DENSE + j)}: categorical feature {j + 1} is {text!r}, "
             f"not a hexadecimal value of at most {_MAX_HEX_CHARS} digits"
         )
-    return _features(labels, dense, hashes % table_sizes)
+    return RawChunk(first_line, labels, dense, hashes)
 
 
 def iter_tsv(path: Path, table_sizes: Sequence[int], *, chunk_lines: int = CHUNK_LINES) -> Iterator[ClickLog]:
-    """The samples of one Criteo TSV file, ``chunk_lines`` lines at a time (a missing final newline is fine)."""
+    """The samples of one Criteo TSV file with the mini scale's rows, ``value % table_size``, ``chunk_lines``
+    lines at a time."""
     sizes = np.asarray(table_sizes, dtype=np.int64)
     if len(sizes) != NUM_SPARSE:
         raise ValueError(f"{NUM_SPARSE} table sizes expected, got {len(sizes)}")
+    for chunk in iter_raw_tsv(path, chunk_lines=chunk_lines):
+        yield _features(chunk.labels, chunk.dense, chunk.hashes % sizes)
+
+
+def iter_raw_tsv(path: Path, *, chunk_lines: int = CHUNK_LINES) -> Iterator[RawChunk]:
+    """The parsed lines of one Criteo TSV file, ``chunk_lines`` at a time (a missing final newline is fine)."""
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below; the generator may stop early)
     except OSError as e:
@@ -184,11 +213,24 @@ def iter_tsv(path: Path, table_sizes: Sequence[int], *, chunk_lines: int = CHUNK
             rest = data[cut:]
             buf = np.frombuffer(data[:cut], dtype=np.uint8)
             for part in _split_lines(buf, chunk_lines):
-                parsed = _parse_lines(part, path, line, sizes)
+                parsed = _parse_lines(part, path, line)
                 line += len(parsed)
                 yield parsed
         if rest:
-            yield _parse_lines(np.frombuffer(rest + b"\n", dtype=np.uint8), path, line, sizes)
+            yield _parse_lines(np.frombuffer(rest + b"\n", dtype=np.uint8), path, line)
+
+
+def count_lines(path: Path) -> int:
+    """The lines of a TSV file as :func:`iter_raw_tsv` reads them (a last line without a newline counts)."""
+    n, last = 0, b"\n"
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                n += block.count(b"\n")
+                last = block[-1:]
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e.strerror})") from None
+    return n + (last != b"\n")
 
 
 def _split_lines(buf: np.ndarray, chunk_lines: int) -> Iterator[np.ndarray]:
@@ -263,10 +305,14 @@ def write_binary(path: Path, log: ClickLog, dense_raw: np.ndarray) -> None:
 
 def write_smoke_fixture(root: Path) -> str:
     """A tiny Criteo 1TB in its original layout for ``--smoke``: ``day_0`` ... ``day_23`` TSV files under
-    ``root`` (64 clicks a training day; day 23 holds 300, whose first half is the evaluation set), with
-    missing and negative integers and 8-digit hexadecimal hashes, as the real logs have them. The clicks
-    follow the first categorical feature, so a few steps move the AUC off 0.5."""
+    ``root`` (64 clicks a training day; day 23 holds 300, whose first ceil(N / 2) are the evaluation set), with
+    missing and negative integers and 8-digit hexadecimal hashes, as the real logs have them. Each feature draws
+    from at most 64 hashes, and never from more than its table holds (``REFERENCE_TABLE_SIZES``), so the
+    reference's dictionaries fit the tables; the clicks follow the first feature's hashes (half of them mark
+    clicks), a signal the model can learn."""
     rng = np.random.default_rng(20220629)
+    pools = [rng.choice(2**32, size=min(n, 64), replace=False) for n in REFERENCE_TABLE_SIZES]
+    clicks, others = np.array_split(pools[0], 2)
     days = 24
     for k in range(days):
         n = 64 if k < days - 1 else 300
@@ -274,8 +320,8 @@ def write_smoke_fixture(root: Path) -> str:
         lines = []
         for y in labels:
             dense = [("" if rng.random() < 0.05 else str(int(v))) for v in rng.integers(-2, 300, NUM_DENSE)]
-            hashes = [f"{int(h):08x}" for h in rng.integers(0, 2**32, NUM_SPARSE)]
-            hashes[0] = f"{int(y) * 2 + int(rng.integers(0, 2)) * 4 + int(rng.integers(0, 2**20)) * 8:08x}"
+            hashes = [f"{int(rng.choice(pool)):08x}" for pool in pools]
+            hashes[0] = f"{int(rng.choice(clicks if y else others)):08x}"
             lines.append("\t".join([str(int(y)), *dense, *hashes]))
         (root / f"day_{k}").write_text("\n".join(lines) + "\n")
     return f"{days} Criteo TSV day files ({(days - 1) * 64} training clicks, 150 evaluation)"

@@ -2,7 +2,9 @@
 
 ``trainperf data prepare dlrm`` writes ``<data-dir>/dlrm/mini/day_0`` (training) and ``day_1``
 (evaluation) in the Criteo TSV format, and ``manifest.json`` with their SHA-256 and the generator's
-facts. The same TSV reader as the reference scale loads them.
+facts. The same TSV parser as the reference scale reads them; the mini scale keeps its own mapping of a
+categorical value to a row, ``hash % size`` (below), where the reference's TSV days go through the
+reference's dictionaries (``preprocess.py``).
 
 The model that draws a sample (all of it from ``numpy.random.default_rng(GENERATOR_SEED)``):
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import shlex
 import warnings
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,15 +16,10 @@ import torch.nn.functional as F
 from trainperf import seeds
 from trainperf.errors import DataError, UsageError
 from trainperf.spec import Workload
-from trainperf.workloads.dlrm import data, generator
+from trainperf.workloads.dlrm import data, generator, preprocess
 from trainperf.workloads.dlrm.model import DLRM, DLRMConfig, layer_names
 
-# The v2.0 reference's 26 table sizes: the Criteo 1TB categorical features hashed with --max-ind-range=40M
-# (mlcommons/training recommendation/dlrm; 187,767,399 rows, 24.0 G parameters of 128).
-REFERENCE_TABLE_SIZES = (
-    39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10,
-    2208, 11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36,
-)  # fmt: skip
+REFERENCE_TABLE_SIZES = data.REFERENCE_TABLE_SIZES
 FLAVOURS = {
     "reference": DLRMConfig(
         table_sizes=REFERENCE_TABLE_SIZES,
@@ -37,13 +32,13 @@ FLAVOURS = {
     ),
 }
 # A reference dry or smoke run (and the contract's one step) trains the reference architecture on a CPU: its
-# tables are capped at this many rows (the full ones hold 96 GB; a smoke fixture's hashes are taken modulo
-# the capped sizes, as the reader does with any table size); the MLPs and the interaction are full size.
+# tables are capped at this many rows (the full ones hold 96 GB; a smoke fixture's dictionaries hold fewer
+# values); the MLPs and the interaction are full size.
 DRY_RUN_TABLE_ROWS = 10_000
-# Criteo 1TB: days 0-22 train (4,195,197,692 samples); the first half of day 23 is the reference's test split
-# (89,137,318 samples). A real run replaces them with what it found.
+# Criteo 1TB: days 0-22 train (4,195,197,692 samples); the first ceil(N / 2) of day 23 are the reference's test
+# split (89,137,318 samples). A real run replaces them with what it found.
 DATASET_SIZES = {"reference": (4_195_197_692, 89_137_318), "mini": (generator.TRAIN_SAMPLES, generator.EVAL_SAMPLES)}
-REFERENCE_DAYS = 24
+REFERENCE_DAYS = preprocess.DAYS  # day_0 ... day_23
 BINARY_FILES = ("terabyte_processed_train.bin", "terabyte_processed_test.bin")
 EVAL_BATCH = 16384  # the reference's --test-mini-batch-size
 
@@ -66,6 +61,7 @@ class DLRMWorkload(Workload):
         self.model_config = config
         self.root = self.data_dir / ("dlrm/mini" if self.spec.scale == "mini" else "dlrm/reference")
         self.format = "tsv"
+        self.binary_dir = self.root  # where the binary files are read: the user's, or the TSV days' preprocessed form
         self.train: data.ClickLog | None = None
         self.eval: data.ClickLog | None = None
 
@@ -86,7 +82,26 @@ class DLRMWorkload(Workload):
             for p in binary:
                 data.check_binary(p)  # a truncated file is refused before the clock
         elif all(p.is_file() for p in days):
+            # The reference's preprocessing (dictionaries, the shuffle across days), kept in root/preprocessed.
             self.format = "tsv"
+            made = preprocess.fresh(self.root, days)
+            if made is None and self.dist.distributed:  # every rank would write it
+                command = f"python -m trainperf.workloads.dlrm.preprocess {shlex.quote(str(self.root))}"
+                raise DataError(
+                    f"dlrm: the TSV days in {self.root} are not preprocessed yet (or changed since): a distributed run "
+                    f"does not preprocess them; run `{command}` first"
+                )
+            made = made or preprocess.prepare_days(self.root, days)
+            self.binary_dir = self.root / preprocess.FOLDER
+            over = [j for j, (n, rows) in enumerate(zip(made["counts"], self.model_config.table_sizes, strict=True))
+                    if n > rows]  # fmt: skip
+            if over:
+                j = over[0]
+                raise DataError(
+                    f"dlrm: categorical feature {j + 1} of {self.root}/day_0 ... day_{REFERENCE_DAYS - 1} has "
+                    f"{made['counts'][j]:,} distinct values (after % {preprocess.MAX_IND_RANGE:,}), more than its "
+                    f"table of {self.model_config.table_sizes[j]:,} rows: these are not the Criteo 1TB days"
+                )
         else:
             raise DataError(
                 f"dlrm reference data not found in {self.root}: put the reference's preprocessed "
@@ -95,21 +110,14 @@ class DLRMWorkload(Workload):
 
     def load_data(self) -> None:
         sizes = self.model_config.table_sizes
-        if self.spec.scale == "mini":
+        if self.spec.scale == "mini":  # the mini scale's own rows, value % table size (generator.py's hashing)
             self.train = data.read_tsv(self.root / generator.TRAIN_FILE, sizes)
             self.eval = data.read_tsv(self.root / generator.EVAL_FILE, sizes)
             self._sizes = (len(self.train), len(self.eval))
-        elif self.format == "binary":
-            self.train_records = data.open_binary(self.root / BINARY_FILES[0])
-            self.eval_records = data.open_binary(self.root / BINARY_FILES[1])
+        else:  # the reference's binary form, the user's or made from the TSV days in prepare()
+            self.train_records = data.open_binary(self.binary_dir / BINARY_FILES[0])
+            self.eval_records = data.open_binary(self.binary_dir / BINARY_FILES[1])
             self._sizes = (len(self.train_records), len(self.eval_records))
-        else:
-            # Training days are streamed (counted here, read as they train); day 23's first half is the test split.
-            self.train_days = [self.root / f"day_{k}" for k in range(REFERENCE_DAYS - 1)]
-            n_train = sum(_count_lines(p) for p in self.train_days)
-            day23 = data.read_tsv(self.root / f"day_{REFERENCE_DAYS - 1}", sizes)
-            self.eval = day23.head(len(day23) // 2)
-            self._sizes = (n_train, len(self.eval))
         if min(self._sizes) == 0:
             raise DataError(f"dlrm: no samples found in {self.root} ({self._sizes[0]} train, {self._sizes[1]} eval)")
 
@@ -181,9 +189,7 @@ class DLRMWorkload(Workload):
     def train_batches(self) -> Iterator[Any]:
         if self.spec.scale == "mini":
             return self._in_memory_batches()
-        if self.format == "binary":
-            return self._binary_batches()
-        return self._tsv_batches()
+        return self._binary_batches()
 
     def _rank_slice(self) -> slice:
         n = self.local_batch_size
@@ -203,7 +209,7 @@ class DLRMWorkload(Workload):
 
     def _binary_batches(self) -> Iterator[Any]:
         """The reference's --mlperf-bin-shuffle: the order of whole batches is shuffled each epoch."""
-        gb, mine, path = self.global_batch_size, self._rank_slice(), self.root / BINARY_FILES[0]
+        gb, mine, path = self.global_batch_size, self._rank_slice(), self.binary_dir / BINARY_FILES[0]
         batches = len(self.train_records) // gb
         epoch = 0
         while True:
@@ -212,31 +218,6 @@ class DLRMWorkload(Workload):
                 rows = slice(start + mine.start, start + mine.stop)
                 yield _tensors(data.binary_records(self.train_records, rows, path, self.model_config.table_sizes))
             epoch += 1
-
-    def _tsv_batches(self) -> Iterator[Any]:
-        """The training days in order, each parsed chunk shuffled (seeded), cut into global batches."""
-        gb, mine = self.global_batch_size, self._rank_slice()
-        epoch = 0
-        while True:
-            rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch)
-            pending: list[data.ClickLog] = []
-            held = 0
-            for day in self.train_days:
-                for chunk in data.iter_tsv(day, self.model_config.table_sizes):
-                    pending.append(chunk)
-                    held += len(chunk)
-                    if held < gb:
-                        continue
-                    block = data.ClickLog.concat(pending)
-                    order = rng.permutation(len(block))
-                    full = len(block) // gb * gb
-                    for b in range(0, full, gb):
-                        idx = np.sort(order[b : b + gb][mine])
-                        yield _tensors(data.ClickLog(block.labels[idx], block.dense[idx], block.sparse[idx]))
-                    rest = order[full:]
-                    pending = [data.ClickLog(block.labels[rest], block.dense[rest], block.sparse[rest])]
-                    held = len(rest)
-            epoch += 1  # the last partial batch of an epoch is dropped
 
     def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         dense, sparse, labels = (t.to(self.device, non_blocking=True) for t in batch)
@@ -277,7 +258,7 @@ class DLRMWorkload(Workload):
             if self.eval is not None:
                 yield _tensors(data.ClickLog(self.eval.labels[rows], self.eval.dense[rows], self.eval.sparse[rows]))
             else:
-                path = self.root / BINARY_FILES[1]
+                path = self.binary_dir / BINARY_FILES[1]
                 yield _tensors(data.binary_records(self.eval_records, rows, path, self.model_config.table_sizes))
 
 
@@ -285,32 +266,34 @@ def _tensors(log: data.ClickLog) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     return torch.from_numpy(log.dense), torch.from_numpy(log.sparse), torch.from_numpy(log.labels)
 
 
-def _count_lines(path: Path) -> int:
-    n = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            n += block.count(b"\n")
-    return n
-
-
 def lr_policy(r: Any):
-    """The reference's LRPolicyScheduler as a LambdaLR factor: linear warm-up, constant, then polynomial decay
-    (power ``sgd_opt_learning_rate_decay_poly_power``) from ``lr_decay_start_steps`` to 0 over
-    ``sgd_opt_learning_rate_decay_steps``, never below the reference's 1e-7 floor."""
+    """The reference's LRPolicyScheduler (dlrm_s_pytorch.py:99-133) as a LambdaLR factor of the optimizer step.
+
+    Its scheduler counts steps from 1 (torch's ``_step_count`` after the constructor's own step), so step ``k``
+    here (0 at the first optimizer step) is its ``s = k + 1``: a linear warm-up ``s / w`` while ``s < w``; a
+    polynomial decay ``((n - (s - d)) / n) ** power`` for ``d <= s < d + n``, never below its 1e-7; otherwise,
+    with a decay, the last rate it set is held: the warm-up's last, ``(w - 1) / w``, between warm-up and decay,
+    and the decay's last, ``(1 / n) ** power``, after it; without a decay, the base rate. Where the reference
+    has no last rate to hold (a decay starting after step 1 with no warm-up: it raises AttributeError), the
+    base rate, the rules' "learning rate after warm up and before decay"."""
     warmup, start, steps, power = (
         r.opt_learning_rate_warmup_steps,
         r.lr_decay_start_steps,
         r.sgd_opt_learning_rate_decay_steps,
         r.sgd_opt_learning_rate_decay_poly_power,
     )
-    floor = 1e-7 / r.opt_base_learning_rate
+    floor = 1e-7 / r.opt_base_learning_rate if r.opt_base_learning_rate > 0 else 0.0
 
     def factor(step: int) -> float:
-        if step < warmup:
-            return 1.0 - (warmup - step) / warmup
-        if steps > 0 and step >= start:
-            done = min(step - start, steps)
-            return max(floor, ((steps - done) / steps) ** power)
-        return 1.0
+        s = step + 1
+        if s < warmup:
+            return s / warmup
+        if steps > 0 and start <= s < start + steps:
+            return max(floor, ((steps - (s - start)) / steps) ** power)
+        if steps == 0:
+            return 1.0
+        if s >= start + steps:
+            return max(floor, (1 / steps) ** power)
+        return (warmup - 1) / warmup if warmup > 1 else 1.0
 
     return factor
