@@ -84,7 +84,7 @@ REFERENCE = BenchmarkSpec(
     dataset="Wikipedia 2020-01-01, packed HDF5 (10,000-sample evaluation set)",
     metric="mlm_accuracy",
     target=0.720,  # MLPerf Training v2.0 rules, closed_bert.yaml: eval_accuracy >= 0.720
-    runs_required=10,  # v2.0 "Benchmark results": 10 runs for bert
+    runs_required=10,  # v2.0 training_rules.adoc "Benchmark Results": 10 runs for NLP
     runs_dropped=1,
     unit=SAMPLES,  # MLPerf's BERT logs count samples (epoch_num holds samples trained)
     eval_interval=eval_interval_samples,

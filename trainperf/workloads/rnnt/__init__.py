@@ -109,7 +109,7 @@ REFERENCE = BenchmarkSpec(
     metric="wer",
     target=0.058,  # MLPerf Training v2.0 rules, closed_rnnt.yaml: eval_accuracy <= 0.058
     higher_is_better=False,
-    runs_required=10,  # v2.0 "Benchmark results": 10 runs for rnnt
+    runs_required=10,  # v2.0 training_rules.adoc "Benchmark Results": 10 runs for speech recognition
     runs_dropped=1,
     unit=EPOCHS,
     eval_interval=1.0,  # v2.0: evaluation every epoch
@@ -161,7 +161,8 @@ BENCHMARK = Benchmark(
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf v2.0 (closed_rnnt.yaml and the rules' hyperparameter table): LAMB with epsilon
     # 1e-9, weight decay 1e-3, minimum LR 1e-5, speed perturbation 0.85-1.15 and the SpecAugment masks fixed;
-    # these may change. The mini scale keeps the same rules.
+    # the keys of _TUNABLE ("unconstrained" there) may change. Gradient clipping stays at 1, though the table
+    # also allows inf. The mini scale keeps the same rules.
     closed_rules={scale: {k: Tunable() for k in _TUNABLE} for scale in ("reference", "mini")},
     workload="trainperf.workloads.rnnt.workload:RNNTWorkload",
     smoke_fixture="trainperf.workloads.rnnt.fixture:write_smoke_fixture",
