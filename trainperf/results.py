@@ -98,7 +98,8 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
     ``eval_accuracy`` have a finite ``time_ms``; ``run_stop`` is not before ``run_start`` (a negative
     duration); no ``eval_accuracy`` is timed before ``run_start`` or after ``run_stop`` (evaluation is
     on the clock, inside the run), unless ``after_stop``: the benchmark's reference evaluates its models
-    once training is over (minigo), so evaluations after ``run_stop`` are part of its log.
+    once training is over (minigo), so evaluations after ``run_stop`` are part of its log; nor after the
+    ``run_stop`` of a run that did not end with status ``success``.
     """
     lines = list(lines)
     problems: list[str] = []
@@ -127,6 +128,11 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
         else:
             bounds[key] = (found[0], t)
     start, stop = bounds.get("run_start"), bounds.get("run_stop")
+    # An evaluation after the run_stop of a run that did not succeed buys nothing (the run is not a result):
+    # NVIDIA's published v2.0 rnnt logs of a diverged run evaluate once more after run_stop 'aborted'.
+    stop_record = next((rec for _, rec in lines if rec.get("key") == "run_stop"), None)
+    stop_meta = stop_record.get("metadata") if stop_record is not None else None
+    stop_status = stop_meta.get("status") if isinstance(stop_meta, Mapping) else None
     if start and stop and stop[1] < start[1]:
         problems.append(
             f"run_stop at line {stop[0]} (time_ms {_ms(stop[1])}) is before run_start at line {start[0]} "
@@ -146,7 +152,7 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
                 f"eval_accuracy at line {n} (time_ms {_ms(t)}) is before run_start at line {start[0]} "
                 f"(time_ms {_ms(start[1])}): an evaluation outside the timed run"
             )
-        elif stop and t > stop[1] and not after_stop:
+        elif stop and t > stop[1] and not after_stop and stop_status == "success":
             problems.append(
                 f"eval_accuracy at line {n} (time_ms {_ms(t)}) is after run_stop at line {stop[0]} "
                 f"(time_ms {_ms(stop[1])}): an evaluation outside the timed run"

@@ -97,6 +97,22 @@ def test_a_system_description_with_an_escape_is_still_kept_from_the_tools(tmp_pa
     assert "holds the control character U+001B" in problem and ESC not in problem
 
 
+def test_a_system_name_with_a_slash_is_a_name_not_a_path(tmp_path):
+    """Lenovo's published v2.0 system_name holds '80GB/500W'. No official tool of mlperf-logging 4.1.68 opens a path
+    made from system_name (the summarizer's link takes the description's file name), so it is accepted; the attack
+    the old refusal stopped, a name leading the scores to another system or a file outside the copy, still fails:
+    the score is read back for the system's own folder and nothing is written outside the private copy."""
+    org = make_package(tmp_path / "pkg")
+    desc = system_description(system_name="../../Server 80GB/500W A100")
+    (org / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc), encoding="utf-8")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    result = review(org)
+    (verdict,) = result.verdicts
+    assert result.passed and verdict.system == SYSTEM, verdict.problems
+    assert verdict.summarizer_minutes == pytest.approx(verdict.score.minutes, rel=1e-9)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
 @pytest.mark.parametrize("field", ["submitter", "division", "system_name"])
 def test_the_fields_that_become_paths_must_still_be_strings(tmp_path, field):
     org = make_package(tmp_path / "pkg")
@@ -203,13 +219,24 @@ def test_a_scaling_factor_that_would_shorten_the_time_is_refused(tmp_path, facto
     assert "scaling.json scales the result_summarizer's score" in problem and layout.scaling == {}
 
 
-def test_more_runs_short_of_the_target_than_olympic_scoring_drops_fail(tmp_path):
+def _cut_before_run_stop(org: Path, i: int) -> None:
+    """Run i's log ends before its run_stop line (Lenovo's published v2.0 unet3d result_40: a run that never ended)."""
+    log = org / "results" / SYSTEM / "resnet" / f"result_{i}.txt"
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    stop = next(n for n, ln in enumerate(lines) if '"key": "run_stop"' in ln)
+    log.write_text("".join(lines[:stop]), encoding="utf-8")
+
+
+def test_one_run_whose_log_ends_before_run_stop_is_dropped_and_two_failed_runs_fail(tmp_path):
     org = make_package(tmp_path / "pkg")
-    _short_of_the_target(org, 1)
+    _cut_before_run_stop(org, 2)
+    (verdict,) = review(org).verdicts
+    assert verdict.passed, verdict.problems
+    assert any("result_2.txt stopped without reaching the target" in w for w in verdict.warnings)
     _short_of_the_target(org, 3)
     (verdict,) = review(org).verdicts
     assert not verdict.passed
-    assert any("2 runs stopped without reaching the target" in p for p in verdict.problems)
+    assert any("2 runs stopped without reaching the target (result_2.txt, result_3.txt)" in p for p in verdict.problems)
 
 
 def test_a_tool_without_the_rounds_data_for_a_benchmark_is_a_warning_and_any_other_crash_an_error():
@@ -221,6 +248,26 @@ def test_a_tool_without_the_rounds_data_for_a_benchmark_is_a_warning_and_any_oth
     other = crash.replace("KeyError: 'dlrm'", "KeyError: 'submission_benchmark'")
     assert not _lacks_round_data(ToolRun(tool="package_checker", rc=1, out="", err=other), benches)
     assert not _lacks_round_data(ToolRun(tool="package_checker", rc=None, out="", err=crash), benches)
+
+
+def test_the_later_tools_batch_size_comparison_crash_is_a_gap_of_the_tool():
+    """Dell's published v2.0 32-node maskrcnn has one run at global_batch_size 128 beside four at 256; the v2.0
+    rcp_checker read the batch size without comparing files, while 4.1.68's says "Batch sizes in files do not
+    match." and then stops on KeyError: None. That crash is a warning; a KeyError: None without it is not."""
+    benches = {("32xXE8545x4A100-SXM-40GB", "maskrcnn"): None}
+    err = "WARNING -  Batch sizes in files do not match.\nTraceback (most recent call last):\n  ...\nKeyError: None\n"
+    assert _lacks_round_data(ToolRun(tool="package_checker", rc=1, out="", err=err), benches)
+    alone = err.replace("WARNING -  Batch sizes in files do not match.\n", "")
+    assert not _lacks_round_data(ToolRun(tool="package_checker", rc=1, out="", err=alone), benches)
+
+
+def test_a_traceback_the_tool_went_on_from_is_not_a_crash():
+    """4.1.68's result_summarizer prints a traceback for each benchmark whose v2.0 RCP data it lacks ("RCP/GBS
+    computation failed for ...: 'dlrm'"), goes on and exits 0 with every score written (Inspur, H3C v2.0)."""
+    caught = "Traceback (most recent call last):\n  ...\nKeyError: 'dlrm'\nWARNING: RCP/GBS computation failed\n"
+    assert not ToolRun(tool="result_summarizer", rc=0, out="", err=caught).crashed
+    assert ToolRun(tool="result_summarizer", rc=1, out="", err=caught).crashed
+    assert ToolRun(tool="result_summarizer", rc=None, out="", err="").crashed  # timed out
 
 
 def _rcp_check(bench, copy, work, layout):

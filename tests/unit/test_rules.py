@@ -356,6 +356,24 @@ def test_minigo_evaluates_its_models_after_run_stop_as_its_reference_does(tmp_pa
         parse_run(resnet, evaluated_after_stop=post_hoc)
 
 
+def test_an_evaluation_after_the_run_stop_of_a_failed_run_is_read(tmp_path):
+    """NVIDIA's published v2.0 rnnt log of a diverged run evaluates once more after run_stop 'aborted': nothing is
+    bought by it, so the run is read as the failure it is; after a 'success' it is still refused."""
+    from trainperf.errors import ResultsError
+    from trainperf.results import parse_run
+
+    log = write_log(tmp_path / "aborted.txt")
+    text = log.read_text(encoding="utf-8")
+    assert text.count('"status": "success"') == 1
+    log.write_text(text.replace('"status": "success"', '"status": "aborted"'), encoding="utf-8")
+    retime(log, "eval_accuracy", 10**13, last=True)
+    assert parse_run(log).status == "aborted"
+    success = write_log(tmp_path / "success.txt")
+    retime(success, "eval_accuracy", 10**13, last=True)
+    with pytest.raises(ResultsError, match="after run_stop"):
+        parse_run(success)
+
+
 def test_a_time_that_is_not_a_number_is_refused(tmp_path, rule_file):
     from trainperf.results import timing_problems
 

@@ -254,9 +254,14 @@ def screen_log(data: bytes) -> list[str]:
 
 # --- system descriptions --------------------------------------------------------------------------
 # Fields of systems/<system>.json that the official tools put in a path or link: package_checker compares
-# division to 'closed'; result_summarizer and system_desc_checker write
-# .../{submitter}/systems/{system_name}.json links, from which review reads the system back.
+# division to 'closed'; result_summarizer writes .../{submitter}/systems/{file name}.json links, from which review
+# reads the system back, and system_desc_checker .../{submitter}/systems/{system_name}.json (a link it prints,
+# never a file it opens). They must be strings.
 SYSTEM_NAME_FIELDS = ("submitter", "division", "system_name")
+# Of those, the ones that must also be plain names (no '/', '..'). Not system_name: mlperf-logging 4.1.68 opens
+# no path made from it (result_summarizer's link takes the description's file name; its _linkable_system_name is
+# never called), and MLCommons published 'Lenovo ThinkSystem SD650-N V2 Server 80GB/500W A100' (v2.0).
+SYSTEM_PATH_FIELDS = ("submitter", "division")
 
 
 # A line break or tab inside a descriptive value (not a name) is kept: MLCommons published descriptions whose
@@ -268,12 +273,15 @@ _TEXT_BREAKS = "\n\r\t"
 def screen_system(contents: Mapping[str, Any]) -> list[str]:
     """Why the official tools must not read this system description (``[]``: they may)."""
     refusals = []
-    for name in SYSTEM_NAME_FIELDS:
+    for name in SYSTEM_PATH_FIELDS:
         if isinstance(contents.get(name), str) and (problem := name_problem(contents[name])):
             refusals.append(f"field {name!r} is {shown(contents[name])}, which {problem}")
     for name, value in contents.items():
-        if name in SYSTEM_NAME_FIELDS and isinstance(value, str):
+        if name in SYSTEM_PATH_FIELDS and isinstance(value, str):
             continue  # name_problem above covers its control characters
+        if name == "system_name" and isinstance(value, str) and (bad := _first_control(value)):
+            refusals.append(f"field 'system_name' holds the control character U+{ord(bad):04X}: {shown(value)}")
+            continue
         bad = _first_control(name) if isinstance(name, str) else None
         bad = bad or next((c for s in _strings(value) if (c := _first_control(s, allowed=_TEXT_BREAKS))), None)
         if bad:

@@ -61,7 +61,11 @@ class ToolRun:
 
     @property
     def crashed(self) -> bool:
-        return self.rc is None or _TRACEBACK in self.err or _TRACEBACK in self.out
+        """It timed out, or stopped on an error (a traceback and a non-zero exit). A traceback it printed and went
+        on from, exiting 0, is not a crash: 4.x's result_summarizer prints one for every benchmark whose v2.0 RCP
+        data it lacks ("RCP/GBS computation failed for ...") and still writes every score."""
+        has_traceback = _TRACEBACK in self.err or _TRACEBACK in self.out
+        return self.rc is None or (has_traceback and self.rc != 0)
 
     def failure(self) -> str:
         """Why the tool did not finish, in a sentence (its last error line for a crash)."""

@@ -49,6 +49,8 @@ from trainperf.submission.layout import Layout, copy_package, find_org_dir
 from trainperf.submission.package import mini_rcp_path
 
 _STATUS_PROBLEM = "the run stopped with status"  # compliance's words for a run that did not succeed
+# a log that ends before the run does: the checker's count and compliance's status sentence
+_NO_RUN_STOP = ("the log must contain exactly one 'run_stop' line but has 0", "the run has no run_stop line")
 _REASONS_SHOWN = 5  # reasons listed for a refused file before "and N more"
 
 
@@ -246,17 +248,42 @@ _LACKS = (
     " (the installed mlperf-logging has no data for this benchmark in this round: a gap of the tool, not a rule "
     "the package breaks; trainperf's own checks stand)"
 )
+_BATCH_SIZES_DIFFER = "Batch sizes in files do not match."
+_LATER_BATCH_CHECK = (
+    " (the installed mlperf-logging compares global_batch_size across a benchmark's result files and stops where "
+    "they differ; the v2.0 round's rcp_checker read the batch size without comparing the files (mlcommons/logging "
+    "@ 065e4ce, rcp_checker.py get_submission_epochs): a check of later rounds, and its crash a gap of the tool; "
+    "trainperf's own checks stand)"
+)
+
+
+def _round_gap(ran: official.ToolRun, benches: dict[tuple[str, str], Any]) -> str:
+    """Why an official tool's crash is a gap of the installed tool rather than a rule of the package's round (the
+    text added to the finding), or "" when it is not known to be one:
+
+    - ``KeyError: '<benchmark>'`` for a benchmark of the package: mlperf-logging 4.1.68 has no v2.0 dlrm entry in
+      its run counts, and its package checker, rcp checker and summarizer stop there;
+    - ``KeyError: None`` after "Batch sizes in files do not match.": 4.x's rcp_checker returns no benchmark name
+      for runs of different batch sizes (published v2.0 results hold such runs: Dell's 32-node maskrcnn) and then
+      looks that name up.
+    """
+    if ran.rc is None:
+        return ""
+    last = (ran.err.strip().splitlines() or [""])[-1].strip()
+    if any(last == f"KeyError: {b!r}" for _, b in benches):
+        return _LACKS
+    if last == "KeyError: None" and any(_BATCH_SIZES_DIFFER in text for text in (ran.err, ran.out, ran.log)):
+        return _LATER_BATCH_CHECK
+    return ""
 
 
 def _lacks_round_data(ran: official.ToolRun, benches: dict[tuple[str, str], Any]) -> bool:
-    """True when a tool crashed with ``KeyError: '<benchmark>'`` for a benchmark of the package: mlperf-logging
-    4.1.68 has no v2.0 dlrm entry in its run counts, and its package checker, rcp checker and summarizer stop there."""
-    last = (ran.err.strip().splitlines() or [""])[-1].strip()
-    return ran.rc is not None and any(last == f"KeyError: {b!r}" for _, b in benches)
+    """True when a tool's crash is a gap of the installed tool (:func:`_round_gap`), not a rule of the round."""
+    return bool(_round_gap(ran, benches))
 
 
 def _crash(ran: official.ToolRun) -> str:
-    return ran.failure() + (_LACKS if _lacks_round_data(ran, {("", b): None for b in _BENCHMARK_NAMES}) else "")
+    return ran.failure() + _round_gap(ran, {("", b): None for b in _BENCHMARK_NAMES})
 
 
 _NO_SEED = re.compile(r"Result file \S+ logs no seed\.$")
@@ -367,10 +394,11 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
         if res.passed:
             continue
         rules = "trainperf's mini rules" if res.scale == "mini" else f"the official v{res.ruleset} rules"
-        if run.logged and all(p.startswith((TARGET_PROBLEM, _STATUS_PROBLEM)) for p in res.problems):
+        if run.logged and all(p.startswith((TARGET_PROBLEM, _STATUS_PROBLEM, *_NO_RUN_STOP)) for p in res.problems):
             # a run that stopped short of the target (aborted, or stopped 'success' below it, as a published
-            # Google v2.0 resnet run did) counts as a failed run, which olympic scoring drops: the v2.0 package
-            # checker accepts one non-compliant file "under olympic scoring"
+            # Google v2.0 resnet run did), or whose log ends before run_stop (Lenovo's v2.0 unet3d result_40),
+            # counts as a failed run, which olympic scoring drops: the v2.0 package checker accepts one
+            # non-compliant file "under olympic scoring" (unet3d: four)
             aborted.append(run.name)
             continue
         bench.problems.extend(f"{run.name} ({rules}): {p}" for p in res.problems)
@@ -546,8 +574,8 @@ def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[s
             ]
     if rcp.ran.crashed:
         bench.rcp = f"could not be checked: {rcp.message}"
-        lacks = _lacks_round_data(rcp.ran, {(bench.system, bench.benchmark): bench})
-        (bench.warnings if lacks else bench.problems).append(f"RCP check {bench.rcp}" + (_LACKS if lacks else ""))
+        gap = _round_gap(rcp.ran, {(bench.system, bench.benchmark): bench})
+        (bench.warnings if gap else bench.problems).append(f"RCP check {bench.rcp}{gap}")
         return
     detail = ""
     if rcp.submission_epochs is not None and rcp.min_epochs is not None:
