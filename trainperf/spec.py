@@ -183,6 +183,10 @@ class BenchmarkSpec:
     # Bootstrap standard error over evaluation samples of the headline metric, measured at the target by
     # benchmarks/metric_error.py (the workload's README says how); None: not measured.
     metric_se: float | None = None
+    # Added to the epoch_num of every evaluation, as MLPerf asks the benchmark to report epochs for its RCPs
+    # (training_rules.adoc, "To extract submission convergence points": DLRM "1 + Epoch / 20.0 (1.05, 1.1,
+    # 1.15...)"); progress itself is counted from 0.
+    epoch_num_offset: float = 0.0
     available: bool = True  # False: the workload does not run at this scale yet (`trainperf list` says so)
     # Non-empty: only a dry run works at this scale yet, and this says why (`trainperf list` marks it not
     # available; a timed or smoke run is refused with this reason before anything runs).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -117,8 +118,6 @@ def test_ctrl_c_logs_run_stop_aborted(tmp_path):
 
 
 def test_initialization_over_the_limit_is_refused(tmp_path):
-    import dataclasses
-
     spec = dataclasses.replace(FAKE_SPEC, max_init_minutes=0.0)
     with pytest.raises(RuleError, match="initialization took"):
         run_once(tmp_path, spec=spec)
@@ -289,8 +288,6 @@ class _AccumulatingWorkload(FakeWorkload):
 
 
 def test_gradient_accumulation_is_logged_and_steps_once_per_global_batch(tmp_path):
-    import dataclasses
-
     recipe = dataclasses.replace(FakeRecipe(), gradient_accumulation_steps=2)
     _CountingSGD.steps = _AccumulatingWorkload.losses = 0
     log = RunLog(tmp_path / "log.txt")
@@ -314,8 +311,6 @@ def test_gradient_accumulation_is_logged_and_steps_once_per_global_batch(tmp_pat
 
 
 def test_a_batch_that_does_not_divide_is_refused_before_anything_runs(tmp_path):
-    import dataclasses
-
     recipe = dataclasses.replace(FakeRecipe(), global_batch_size=9, gradient_accumulation_steps=2)
     with pytest.raises(UsageError, match="not divisible"):
         execute_run(
@@ -331,8 +326,6 @@ def test_a_batch_that_does_not_divide_is_refused_before_anything_runs(tmp_path):
 
 
 def test_samples_unit_logs_sample_counts_and_a_recipe_interval(tmp_path):
-    import dataclasses
-
     from trainperf.spec import SAMPLES
 
     spec = dataclasses.replace(
@@ -380,8 +373,6 @@ def test_resume_refuses_a_result_with_impossible_timing(tmp_path, fake_registry,
 
 
 def test_summary_names_the_scored_window_and_lists_every_run(tmp_path, monkeypatch):
-    import dataclasses
-
     three = dataclasses.replace(FAKE_BENCHMARK, specs={"mini": dataclasses.replace(FAKE_SPEC, runs_required=3)})
     monkeypatch.setattr(registry, "benchmark", lambda key: three)
     monkeypatch.setattr(registry, "workload_class", lambda key: FakeWorkload)
@@ -446,8 +437,6 @@ def test_peak_memory_is_the_runs_own_not_its_parents():
 
 
 def test_first_evaluation_and_budget_may_be_functions_of_the_recipe(tmp_path):
-    import dataclasses
-
     spec = dataclasses.replace(
         FAKE_SPEC, first_eval=lambda r: r.global_batch_size / 4, max_progress=lambda r: r.global_batch_size / 2
     )
@@ -468,8 +457,27 @@ def test_first_evaluation_and_budget_may_be_functions_of_the_recipe(tmp_path):
     ],
 )
 def test_a_recipe_schedule_that_cannot_run_is_refused_by_name(field, value, words):
-    import dataclasses
-
     spec = dataclasses.replace(FAKE_SPEC, **{field: value})
     with pytest.raises(ValueError, match=re.escape(words)):
         spec.eval_points(FakeRecipe())
+
+
+def test_evaluations_log_epoch_num_as_mlperf_asks_the_benchmark_to_report_it(tmp_path):
+    """training_rules.adoc's epoch reporting for the RCPs: DLRM "1 + Epoch / 20.0 (1.05, 1.1, 1.15...)", as the
+    published v2.0 logs and rcps_dlrm.json count; the progress, the schedule and the budget are unchanged."""
+    from trainperf import registry
+    from trainperf.results import read_mllog
+
+    assert registry.get_spec("dlrm", "reference").epoch_num_offset == 1.0
+    assert registry.get_spec("dlrm", "mini").epoch_num_offset == 0.0  # trainperf's own mini RCPs count from 0
+    FakeWorkload.qualities = [0.5, 0.95]
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "shifted").mkdir()
+    plain, plain_log = run_once(tmp_path / "plain")
+    shifted, shifted_log = run_once(tmp_path / "shifted", spec=dataclasses.replace(FAKE_SPEC, epoch_num_offset=1.0))
+    assert shifted.progress == plain.progress
+    nums = [
+        [r["metadata"]["epoch_num"] for r in read_mllog(log) if r["key"] == "eval_accuracy"]
+        for log in (plain_log, shifted_log)
+    ]
+    assert nums[1] == [n + 1 for n in nums[0]] and len(nums[0]) == 2

@@ -395,7 +395,7 @@ class _Run:
 
     def _evaluate(self, model: torch.nn.Module, point: float, wall0: float) -> dict[str, float]:
         spec, log = self.spec, self.log
-        num = _logged_number(point)
+        num = _logged_number(point + spec.epoch_num_offset)
         log.start(constants.EVAL_START, metadata={"epoch_num": num})
         t = time.perf_counter()
         raw = self.w.dry_run_evaluate(model) if self.config.dry_run else self.w.evaluate(model)

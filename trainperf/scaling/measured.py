@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from trainperf import registry
 from trainperf.errors import DataError, UsageError
 from trainperf.results import first_values, parse_run, read_mllog
 from trainperf.scaling.model import Measured
@@ -58,6 +59,7 @@ def read_measured(results: Path, benchmark: str) -> Measured:
         batch = _number(values.get("global_batch_size"), path, "global_batch_size", whole=True)
         world = _number(values.get("trainperf_world_size", 1), path, "trainperf_world_size", whole=True)
         progress = _number(logged.curve[-1][1], path, "epoch_num of the last eval_accuracy")
+        progress -= registry.get_spec(benchmark, scale).epoch_num_offset  # dlrm logs 1 + epochs
         train = _number(values.get("train_samples"), path, "train_samples", whole=True)
         samples = progress * train if unit == "epochs" else progress
         minutes = _number(logged.minutes, path, "run_stop - run_start")
