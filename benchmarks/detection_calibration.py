@@ -10,7 +10,8 @@ the time-to-train of a seed is the time of its first evaluation at or above the 
 target stops exactly there, having done the same work (training and evaluation are the same up to that
 point). With ``--stop-at-target`` the runs use the spec's own target instead and stop there (cheaper:
 the curves end at the deciding evaluation). The budget is the spec's progress (``max_progress`` epochs), as a
-run counts it: a target reached within it counts however long it took. The script prints each seed's curve, the seeds that reach each candidate
+run counts it: a target reached within it counts however long it took. The script prints each seed's curve, the seeds
+that reach each candidate
 target and their median time-to-train, how far each seed's deciding evaluations (the last below the
 target, the first at or above it) sit from the target in standard errors of the metric (the spec's
 ``metric_se``, where measured), then the untrained model's mAP (same seeds, same evaluation code).

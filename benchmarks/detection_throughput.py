@@ -120,7 +120,8 @@ def main() -> int:
     if peer is not None:
         ratios = [x / y for x, y in zip(results[ours], results[peer], strict=True)]
         print(
-            f"mini Mask R-CNN, grid_sample ROI Align / torchvision's: {statistics.median(ratios):.2f}x (median of pairs)"
+            f"mini Mask R-CNN, grid_sample ROI Align / torchvision's: {statistics.median(ratios):.2f}x "
+            "(median of pairs)"
         )
     return 0
 

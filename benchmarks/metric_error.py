@@ -110,7 +110,8 @@ def top1_metric(hits: torch.Tensor) -> tuple[int, Metric]:
 
 
 def mlm_metric(hits: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
-    """bert: examples are resampled; accuracy is the resampled examples' correct predictions over their masked tokens."""
+    """bert: examples are resampled; accuracy is the resampled examples' correct predictions over their masked
+    tokens."""
     correct, counts = (np.asarray(h, dtype=np.float64) for h in hits)
     return len(counts), lambda draw: {"mlm_accuracy": float(correct[draw].sum() / counts[draw].sum())}
 

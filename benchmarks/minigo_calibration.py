@@ -72,7 +72,10 @@ def evaluations(log: Path) -> list[dict]:
 
 def report(folders: list[Path]) -> None:
     spec = registry.get_spec("minigo", "mini")
-    print(f"target {spec.target_text}; budget {spec.max_progress:g} generations (runaway guard {spec.max_minutes:g} min)")
+    print(
+        f"target {spec.target_text}; budget {spec.max_progress:g} generations "
+        f"(runaway guard {spec.max_minutes:g} min)"
+    )
     times, runs = [], 0
     for folder in folders:
         for log in sorted((folder / "results").rglob("result_*.txt")):

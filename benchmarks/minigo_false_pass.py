@@ -9,7 +9,8 @@ A network that does not learn wins each game with some fixed probability p. Trea
 independent (each evaluation meets a slightly different network, so its games come out anew), one
 evaluation passes with probability
 
-    q(p) = P[Binomial(eval_games, p) >= ceil(target * eval_games)] * P[Binomial(confirm_games, p) >= ceil(target * confirm_games)]
+    q(p) = P[Binomial(eval_games, p) >= ceil(target * eval_games)]
+           * P[Binomial(confirm_games, p) >= ceil(target * confirm_games)]
 
 and a run of K evaluations (the spec's budget: one per generation) with probability 1 - (1 - q)^K. The
 p of each measured network (``benchmarks/minigo_strength.py`` lines: untrained and one-generation
@@ -102,7 +103,8 @@ def main() -> int:
         )
     print(f"a network that stays at a true win rate of {low:.3f} passes within the budget with probability 0.05")
     print(
-        f"largest whole-run false-pass probability: {largest:.4f} over the measured networks, {worst:.4f} at a pooled upper 95% bound"
+        f"largest whole-run false-pass probability: {largest:.4f} over the measured networks, "
+        f"{worst:.4f} at a pooled upper 95% bound"
     )
     return 0
 

@@ -540,7 +540,8 @@ def measure(key: str, steps: int, repeats: int, profile: int = 0) -> dict[str, A
 
 def table(results: dict[str, dict[str, Any]], repeats: int) -> str:
     lines = [
-        f"trainperf beside a straightforward peer, mini scale, CPU {torch.get_num_threads()} threads, median of {repeats}",
+        f"trainperf beside a straightforward peer, mini scale, CPU {torch.get_num_threads()} threads, "
+        f"median of {repeats}",
         f"{'workload':9s} {'unit':12s} {'trainperf':>10s} {'peer':>10s} {'ratio':>6s}  batch; peer",
     ]
     for key, r in results.items():

@@ -166,7 +166,8 @@ def main() -> int:
             load = time.perf_counter() - t0
             levers = [n for n, on in (("channels-last", a.channels_last), ("flush-denormal", a.flush_denormal)) if on]
             print(
-                f"{key} mini: {torch.get_num_threads()} threads{''.join(', ' + n for n in levers)}, batch {w.global_batch_size}, "
+                f"{key} mini: {torch.get_num_threads()} threads{''.join(', ' + n for n in levers)}, "
+                f"batch {w.global_batch_size}, "
                 f"{w.steps_per_epoch} steps per epoch; load_data + build_optimizer {load:.2f} s"
             )
             batches = iter(w.train_batches())
@@ -174,7 +175,8 @@ def main() -> int:
             times = profile_steps(w, model, optimizer, scheduler, batches, a.steps)
             step = [sum(parts) for parts in zip(*times.values(), strict=True)]
             print(
-                f"step (median of {a.steps}): {_ms(step)}, {w.global_batch_size / statistics.median(step):.1f} samples/s"
+                f"step (median of {a.steps}): {_ms(step)}, "
+                f"{w.global_batch_size / statistics.median(step):.1f} samples/s"
             )
             for part, ts in times.items():
                 print(f"  {part:10s} {_ms(ts)}  {100 * sum(ts) / sum(step):5.1f} %")

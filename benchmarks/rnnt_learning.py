@@ -103,7 +103,8 @@ def main() -> int:
                 score = wer()
                 spent_evaluating += time.time() - te
                 print(
-                    f"step {step} epoch {step * a.batch / len(utts):.2f} training {time.time() - t0 - spent_evaluating:.0f} s "
+                    f"step {step} epoch {step * a.batch / len(utts):.2f} "
+                    f"training {time.time() - t0 - spent_evaluating:.0f} s "
                     f"loss {loss.item():.3f} {'training' if a.eval_on_train else 'evaluation'} WER {score:.3f}",
                     flush=True,
                 )

@@ -451,7 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs",
         type=int,
         default=1,
-        help="runs per benchmark (default 1: a quick preview; a valid score needs the count of the rules, shown by `trainperf list`)",
+        help="runs per benchmark (default 1: a quick preview; a valid score needs the count of the rules, "
+        "shown by `trainperf list`)",
     )
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
     r.add_argument(
@@ -481,7 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--rdzv-id",
         default=None,
-        help="the job's rendezvous id, the same on every node (default: trainperf); distinct for jobs sharing an endpoint",
+        help="the job's rendezvous id, the same on every node (default: trainperf); "
+        "distinct for jobs sharing an endpoint",
     )
     r.add_argument(
         "--dry-run",

@@ -189,22 +189,23 @@ def record_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]
                 )
             elif not isinstance(meta.get("status"), str):
                 problems.append(
-                    f"run_stop at line {n} has status {_shown(meta.get('status'))} in its metadata; it must be a string, "
-                    "'success' or 'aborted'"
+                    f"run_stop at line {n} has status {_shown(meta.get('status'))} in its metadata; "
+                    "it must be a string, 'success' or 'aborted'"
                 )
         if key != "eval_accuracy":
             continue
         if meta is not None and not isinstance(meta, dict):
             problems.append(
-                f'eval_accuracy at line {n} has metadata {_shown(meta)}; it must be an object such as {{"epoch_num": 1}}'
+                f"eval_accuracy at line {n} has metadata {_shown(meta)}; "
+                'it must be an object such as {"epoch_num": 1}'
             )
         elif isinstance(meta, dict) and "epoch_num" in meta and not _is_number(meta["epoch_num"]):
             problems.append(f"eval_accuracy at line {n} has epoch_num {_shown(meta['epoch_num'])}; it must be a number")
         if isinstance(value, dict):
             if not value or not all(_is_number(v) for v in value.values()):
                 problems.append(
-                    f"eval_accuracy at line {n} has value {_shown(value)}; a multi-field metric is an object of numbers, "
-                    'such as {"BBOX": 0.38, "SEGM": 0.34}'
+                    f"eval_accuracy at line {n} has value {_shown(value)}; "
+                    'a multi-field metric is an object of numbers, such as {"BBOX": 0.38, "SEGM": 0.34}'
                 )
         elif not _is_number(value):
             problems.append(f"eval_accuracy at line {n} has value {_shown(value)}; it must be a number (the quality)")

@@ -95,7 +95,8 @@ def render(
         "first_node=${nodes%%$'\\n'*}",
         f'export TRAINPERF_RDZV_ENDPOINT="$first_node:{port}"',
         f'export TRAINPERF_RDZV_ID="{DEFAULT_RDZV_ID}-$SLURM_JOB_ID"',
-        f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote('exec ' + run + per_node)}",
+        f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 "
+        f"bash -c {shlex.quote('exec ' + run + per_node)}",
         "",
     ]
     return "\n".join(header + body)

@@ -3,8 +3,8 @@
 A :class:`Benchmark` is pure data, registered in ``trainperf/workloads/<key>/__init__.py``: its
 :class:`BenchmarkSpec` at each scale (what MLPerf's rules fix: metric, target, runs, progress unit,
 evaluation schedule, budget), its default :class:`Recipe` at each scale, its closed-division rules, how
-its mini data is prepared, the tiny real-format fixture of its reference smoke run, and where its :class:`Workload` lives (imported lazily, so that reading the
-facts never imports torch).
+its mini data is prepared, the tiny real-format fixture of its reference smoke run, and where its :class:`Workload`
+lives (imported lazily, so that reading the facts never imports torch).
 
 A :class:`Workload` builds the data, model and optimizer for a spec and gives the loss of one batch and
 the quality of a model. The harness owns the clock, the MLLOG lines, the stopping rule, the step
@@ -73,7 +73,8 @@ class Recipe:
         for key, value in overrides.items():
             if key not in defaults:
                 raise UsageError(
-                    f"--set {key}: this recipe has no hyperparameter {key!r}; its keys are {', '.join(sorted(defaults))}"
+                    f"--set {key}: this recipe has no hyperparameter {key!r}; "
+                    f"its keys are {', '.join(sorted(defaults))}"
                 )
             changed[key] = _coerce(key, value, defaults[key])
         new = dataclasses.replace(self, **changed)

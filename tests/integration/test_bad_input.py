@@ -1,6 +1,6 @@
-"""The README's table "What bad input gets", row by row: each row's command is run here (in a scratch folder holding
-the files the row describes) and must print the row's message and exit with the row's code; rows marked † are run by
-the test named in ELSEWHERE. A row without a test, or a test without a row, fails."""
+"""The table "What bad input gets" in docs/untrusted-input.md, row by row: each row's command is run here (in a
+scratch folder holding the files the row describes) and must print the row's message and exit with the row's code;
+rows marked † are run by the test named in ELSEWHERE. A row without a test, or a test without a row, fails."""
 
 from __future__ import annotations
 
@@ -38,9 +38,10 @@ class Row:
 
 
 def readme_rows() -> dict[str, Row]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "untrusted-input.md").read_text(encoding="utf-8")
     body = text[text.index(SECTION) :]
-    body = body[: body.index("\n## ", len(SECTION))]
+    end = body.find("\n## ", len(SECTION))
+    body = body if end < 0 else body[:end]  # up to the next section, or the end of the page
     rows = {}
     for line in body.splitlines():
         if not line.startswith("| `"):

@@ -104,7 +104,8 @@ def installed(wheel, tmp_path_factory) -> Path:
     installs (torch 2.14.1, torchvision 0.29.1, ...) and ``trainperf list`` runs from it. So that this test
     stays near a minute, the environment gets only the wheel (``--no-deps``, by this interpreter's pip aimed
     at the new one with ``--python``) and then sees the running interpreter's installed packages through a
-    ``.pth`` file, written after the install so that pip never sees the checkout's own (editable) trainperf. A ``.pth`` line that is a path is only appended to ``sys.path``:
+    ``.pth`` file, written after the install so that pip never sees the checkout's own (editable) trainperf. A ``.pth``
+    line that is a path is only appended to ``sys.path``:
     the ``.pth`` files in that folder, the editable install's import hook among them, do not run, and the new
     environment's own site-packages comes first, so ``import trainperf`` finds the wheel's.
     """

@@ -132,7 +132,8 @@ def test_the_resnet_manifest_gives_each_file_its_size(data_dir):
 
 
 def test_an_inverted_image_file_is_refused_before_run_start(tmp_path, mini_copy, hashed):
-    """The test images inverted (255 - pixel): the same size, a valid IDX file that loads, and a checksum that differs."""
+    """The test images inverted (255 - pixel): the same size, a valid IDX file that loads, and a checksum that
+    differs."""
     assert resnet_data.verify_mini(mini_copy, trust_cache=True) == []  # recorded as intact
     path = resnet_data.mini_dir(mini_copy) / "t10k-images-idx3-ubyte"
     time.sleep(TICK_S)

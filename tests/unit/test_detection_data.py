@@ -501,8 +501,16 @@ BAD_FILES = [
     ("three numbers", _set(8, "bbox", [1, 2, 3]), r"annotation id 8 has bbox \[1, 2, 3\]; it must be 4 numbers"),
     ("text in bbox", _set(8, "bbox", [1, 2, "3", 4]), r"annotation id 8 has bbox .*must be 4 numbers"),
     ("negative width", _set(7, "bbox", [10, 5, -3, 20]), r"annotation id 7 has bbox .* negative width or height"),
-    ("outside", _set(10, "bbox", [40, 0, 30, 48]), r"annotation id 10 has bbox \[40, 0, 30, 48\].*outside its image \(64x48"),
-    ("category", _set(7, "category_id", 99), r"annotation id 7 has category_id 99, which 'categories' does not declare"),
+    (
+        "outside",
+        _set(10, "bbox", [40, 0, 30, 48]),
+        r"annotation id 10 has bbox \[40, 0, 30, 48\].*outside its image \(64x48",
+    ),
+    (
+        "category",
+        _set(7, "category_id", 99),
+        r"annotation id 7 has category_id 99, which 'categories' does not declare",
+    ),
     ("image", _set(7, "image_id", 4242), r"annotation id 7 refers to image id 4242, which 'images' does not declare"),
     ("duplicate annotation", _set(8, "id", 7), r"annotation id 7 is used twice"),
     ("duplicate image", lambda d: d["images"].append(dict(d["images"][0])), r"image id 139 is declared twice"),

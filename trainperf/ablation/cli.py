@@ -209,9 +209,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="measure the optimization switches: throughput with each alone and all together, as speed-ups",
         description="Training throughput (samples/s of optimizer steps: the workload's own batches, loss, optimizer "
         "and the harness's step) of the baseline, of each optimization switch alone (--compile, --channels-last, "
-        "--cuda-graphs, --optimizer-impl foreach and fused, --pin-memory, --prefetch, --device-prefetch; --ddp-bucket-mb "
-        "needs several "
-        "processes), of mixed precision when the baseline trains in fp32 (--precision), and of all that apply together. The configurations live side by side in one process and are "
+        "--cuda-graphs, --optimizer-impl foreach and fused, --pin-memory, --prefetch, --device-prefetch; "
+        "--ddp-bucket-mb needs several "
+        "processes), of mixed precision when the baseline trains in fp32 (--precision), and of all that apply "
+        "together. The configurations live side by side in one process and are "
         "timed round-robin, repeat after repeat, so a noisy machine slows them alike; each one's throughput is the "
         "median of its repeats. Compile time is reported apart. A switch this device or workload cannot use is "
         "listed as skipped with the reason. Writes OUT/ablation/BENCHMARK-SCALE.json and a bar chart beside it; "

@@ -26,7 +26,7 @@ import torch.distributed as torch_dist
 from trainperf.dist import DistContext
 from trainperf.errors import TrainperfError
 
-# The bound (README, "Many nodes"): 100 ms is 0.25% of the shortest mini run (resnet, about 40 s), below the
+# The bound (docs/manual.md, "Many nodes"): 100 ms is 0.25% of the shortest mini run (resnet, about 40 s), below the
 # run-to-run spread of every benchmark, and far above what NTP keeps on a local network (about 1 ms). A host
 # whose clock is unsynchronized (no NTP, a paused VM) is off by seconds and is caught.
 MAX_SKEW_MS = 100.0
@@ -85,9 +85,9 @@ class ClockSkew:
         raise ClockSkewError(
             f"the wall clock of node {worst.node} (rank {worst.rank}) is {worst.offset_ms:+.1f} ms "
             f"(± {worst.uncertainty_ms:.1f} ms) off rank 0's, more than the {self.bound_ms:g} ms a run allows "
-            "(README, Many nodes): run_start and run_stop are read on every node, so the result could be off by as "
-            "much. Synchronize the nodes' clocks (chrony or ntpd, `chronyc tracking` shows the offset), then run the "
-            "same command: this run was not started"
+            "(docs/manual.md, Many nodes): run_start and run_stop are read on every node, so the result could be off "
+            "by as much. Synchronize the nodes' clocks (chrony or ntpd, `chronyc tracking` shows the offset), then run "
+            "the same command: this run was not started"
         )
 
 

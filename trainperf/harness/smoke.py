@@ -60,7 +60,8 @@ def write_fixture(key: str, root: Path) -> tuple[Path, str]:
         os.replace(partial, target)
     except OSError as e:
         raise DataError(
-            f"cannot write the {key} smoke fixture under {root / key}: {e.strerror or e}; free space or choose another --out"
+            f"cannot write the {key} smoke fixture under {root / key}: {e.strerror or e}; "
+            "free space or choose another --out"
         ) from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)

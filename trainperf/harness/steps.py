@@ -1,7 +1,7 @@
 """The training step, owned by the harness: zero_grad, forward (under the run's autocast, see
 ``precision.py``) and backward of each micro-batch (gradient accumulation, without DDP's all-reduce until the
-last one), gradient clipping where the recipe asks for it, the optimizer and scheduler steps. The loss is read back from the device every
-``LOSS_EVERY`` steps only (reading it is a device synchronization on a GPU).
+last one), gradient clipping where the recipe asks for it, the optimizer and scheduler steps. The loss is read back from
+the device every ``LOSS_EVERY`` steps only (reading it is a device synchronization on a GPU).
 """
 
 from __future__ import annotations

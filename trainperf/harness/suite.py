@@ -127,7 +127,8 @@ def _check_out_folder(out: Path, system: str, scale: str, dry_run: bool = False,
             )
         if other_kind != kind:
             raise ResultsError(
-                f"output folder {out} holds {other_kind} results; this one is a {'timed run' if kind == 'timed' else kind}: timed, dry and smoke "
+                f"output folder {out} holds {other_kind} results; "
+                f"this one is a {'timed run' if kind == 'timed' else kind}: timed, dry and smoke "
                 "runs never share a folder (a dry or smoke run is not a result): use another --out"
             )
     else:

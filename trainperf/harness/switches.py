@@ -125,7 +125,8 @@ def check_values(s: Switches) -> None:
         raise UsageError(f"--optimizer-impl {s.optimizer_impl!r}: choose one of {', '.join(OPTIMIZER_IMPLS)}")
     if isinstance(s.prefetch, bool) or not isinstance(s.prefetch, int) or not 0 <= s.prefetch <= MAX_PREFETCH:
         raise UsageError(
-            f"--prefetch {s.prefetch!r}: give a whole number of batches from 0 (off) to {MAX_PREFETCH}, e.g. --prefetch 2"
+            f"--prefetch {s.prefetch!r}: give a whole number of batches from 0 (off) to {MAX_PREFETCH}, "
+            "e.g. --prefetch 2"
         )
     if s.ddp_bucket_mb is not None:
         v = s.ddp_bucket_mb
@@ -483,7 +484,10 @@ def _fused_problem(optimizer: Any, model: Any = None) -> str:
     for group in optimizer.param_groups:
         for p in group["params"]:
             if p.device.type not in devices or not torch.is_floating_point(p):
-                return f"fused kernels need floating-point parameters on {sorted(devices)}, not {p.dtype} on {p.device.type}"
+                return (
+                    f"fused kernels need floating-point parameters on {sorted(devices)}, "
+                    f"not {p.dtype} on {p.device.type}"
+                )
             if p.is_sparse:
                 return "fused kernels take no sparse parameters"
     return ""

@@ -84,7 +84,12 @@ def _place_folder(results: list[query.Result], args: argparse.Namespace) -> int:
             else:
                 try:
                     p = query.place(
-                        results, b.benchmark, b.score.minutes, n_acc=args.n_acc, round=args.round, division=args.division
+                        results,
+                        b.benchmark,
+                        b.score.minutes,
+                        n_acc=args.n_acc,
+                        round=args.round,
+                        division=args.division,
                     )
                 except UsageError as e:  # a benchmark or round the published table does not have: say so, go on
                     row["placement"], row["note"] = None, str(e)

@@ -23,9 +23,11 @@ from trainperf.report.collect import BenchmarkResults, SystemResults, collect, r
 Group = tuple[str, str, list[tuple[int, SystemResults, BenchmarkResults]]]  # benchmark, scale, (color, sys, res)
 _PNG = b"\x89PNG\r\n\x1a\n"
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#222;
+padding:0 1em}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.6em 0;font-size:13px}th,td{border:1px solid #ddd;padding:.3em .6em;text-align:left}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+th,td{border:1px solid #ddd;padding:.3em .6em;text-align:left}
 th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .score{color:#1a7f37;font-weight:600}.preview{color:#9a6700;font-weight:600}.no-score{color:#cf222e;font-weight:600}
 .note,.meta,figcaption{color:#555;font-size:12.5px}nav a{margin-right:1em}figure{margin:1em 0}img{max-width:100%}
@@ -343,7 +345,8 @@ def render_html(
     rows = [
         [
             _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
-            _e(f"{s.accelerators} × {s.accelerator_model}" if s.accelerators else f"{s.nodes} host processor (CPU-only)"),
+            _e(f"{s.accelerators} × {s.accelerator_model}"
+               if s.accelerators else f"{s.nodes} host processor (CPU-only)"),
             _min(None if b.score.minutes is None else b.score.minutes * s.processors),
         ]
         for s, b in pairs

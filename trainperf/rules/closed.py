@@ -3,8 +3,8 @@
 A benchmark's workload lists, per scale, the recipe keys a closed submission may change and how
 (``Tunable``, ``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, and ``FixedBelow``,
 ``MultipleOrFractionBelow`` and ``ScaledByBatch``, whose allowed values depend on another key of the recipe);
-every other recipe key is fixed at the recipe's value. Open division: any recipe key may change, and the changes are logged. Nothing here
-evaluates text.
+every other recipe key is fixed at the recipe's value. Open division: any recipe key may change, and the changes are
+logged. Nothing here evaluates text.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ logged values and executes the CODE/PRE/POST/CHECK blocks of whatever YAML file 
 when the value fails its own CHECK (a POST runs after a failed CHECK):
 
 - ``common.yaml``: ``submission_division`` -> ``training_2.0.0/{value}_common.yaml``
-- ``open_common.yaml`` / ``closed_common.yaml``: ``submission_benchmark`` -> ``training_2.0.0/{open,closed}_{value}.yaml``
+- ``open_common.yaml`` / ``closed_common.yaml``: ``submission_benchmark``
+  -> ``training_2.0.0/{open,closed}_{value}.yaml``
 - ``closed_resnet.yaml``: ``opt_name`` -> ``training_2.0.0/closed_resnet_{value}.yaml``
 
 A value of ``../`` segments reaches any ``*.yaml`` file on the machine, including one inside the

@@ -13,8 +13,8 @@ The package is the layout the official ``package_checker`` and ``result_summariz
 
 The package checker itself demands only ``systems/`` and ``results/``: one system description per
 ``results/<system>`` folder and exactly the rules' number of ``result_*.txt`` files per benchmark
-(the count `trainperf list` shows); it reads ``benchmarks/`` only to list source files. MLPerf's submission rules ask for
-the code under ``benchmarks/<benchmark>/implementations/<implementation>/``.
+(the count `trainperf list` shows); it reads ``benchmarks/`` only to list source files. MLPerf's submission rules ask
+for the code under ``benchmarks/<benchmark>/implementations/<implementation>/``.
 
 Every log's ``submission_org`` must be the package's org. The package is built in a temporary folder
 beside it and renamed into place at the end; an existing non-empty ``<out>/<org>`` is never overwritten.

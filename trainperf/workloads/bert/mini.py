@@ -133,7 +133,8 @@ def prepare_mini(data_dir: Path) -> list[Path]:
     atomic_write_text(root / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     print(
         f"bert mini: {len(train):,} training and {len(evaluation):,} evaluation examples; masked-LM accuracy of the "
-        f"unigram guesser {baselines['unigram_accuracy']:.4f}, of copying the input token {baselines['copy_accuracy']:.4f}"
+        f"unigram guesser {baselines['unigram_accuracy']:.4f}, "
+        f"of copying the input token {baselines['copy_accuracy']:.4f}"
     )
     return [root / name for name in (*files, MANIFEST)]
 

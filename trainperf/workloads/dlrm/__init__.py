@@ -34,7 +34,8 @@ class DLRMRecipe(Recipe):
     ``opt_learning_rate_warmup_steps``, held, then from ``lr_decay_start_steps`` a polynomial decay of power
     ``sgd_opt_learning_rate_decay_poly_power`` over ``sgd_opt_learning_rate_decay_steps`` (0: none)."""
 
-    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adagrad")}  # the optimizers build_optimizer makes
+    # the optimizers build_optimizer makes
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adagrad")}
 
     global_batch_size: int
     opt_name: str = "sgd"
@@ -104,7 +105,8 @@ REFERENCE = BenchmarkSpec(
 MINI = BenchmarkSpec(
     key="dlrm",
     scale="mini",
-    model="MiniDLRM: bottom MLP 13-64-16, embeddings of 16, dot interaction, top MLP 128-64-1 (26 tables of 4,953 rows; 136,609 parameters)",
+    model="MiniDLRM: bottom MLP 13-64-16, embeddings of 16, dot interaction, top MLP 128-64-1 "
+    "(26 tables of 4,953 rows; 136,609 parameters)",
     dataset="Criteo-format TSV click logs from a known latent-factor model (400,000 train / 100,000 eval)",
     metric="auc",
     target=0.765,  # calibrated (README.md): best achievable AUC 0.8256, untrained 0.46-0.53

@@ -54,8 +54,8 @@ class MaskRCNNWorkload(DetectionWorkload):
             path = Path(self.recipe.backbone_checkpoint or self.reference_root / self.BACKBONE_FILE)
             if not path.is_file():
                 raise DataError(
-                    f"backbone weights {path} not found: the reference Mask R-CNN starts from MSRA's ImageNet-pretrained "
-                    f"ResNet-50 ({c2_weights.R50_FILE}); {c2_weights.FIX}"
+                    f"backbone weights {path} not found: the reference Mask R-CNN starts from MSRA's "
+                    f"ImageNet-pretrained ResNet-50 ({c2_weights.R50_FILE}); {c2_weights.FIX}"
                 )
             self._backbone = path
 

@@ -123,7 +123,8 @@ def check_names(shapes: dict[str, tuple[int, ...]], layout: dict[str, tuple[int,
     if unknown:
         raise DataError(
             f"{where} holds tensor {unknown[0]!r}, which the v2.0 reference network does not have: a model of "
-            "another architecture? convert the v2.0 reference checkpoint with `python -m trainperf.workloads.minigo.convert`"
+            "another architecture? convert the v2.0 reference checkpoint with "
+            "`python -m trainperf.workloads.minigo.convert`"
         )
     for name, shape in layout.items():
         if tuple(shapes[name]) != shape:

@@ -105,7 +105,8 @@ MINI = BenchmarkSpec(
     max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=(*ONE_CYCLE_KEYS, "label_smoothing"),
     target_source="measured: README.md beside resnet/workload.py",
-    metric_se=0.0033,  # benchmarks/metric_error.py resnet: top-1 0.8816 at 1.5 epochs, seed 100001, B = 1000 (README.md)
+    # benchmarks/metric_error.py resnet: top-1 0.8816 at 1.5 epochs, seed 100001, B = 1000 (README.md)
+    metric_se=0.0033,
 )
 
 BENCHMARK = Benchmark(

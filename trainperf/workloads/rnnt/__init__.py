@@ -104,7 +104,8 @@ MINI_RECIPE = RNNTRecipe(
 REFERENCE = BenchmarkSpec(
     key="rnnt",
     scale="reference",
-    model="RNN-T (MLPerf v2.0 reference: LSTM encoder with time stacking, prediction and joint networks; 49.0 M parameters)",
+    model="RNN-T (MLPerf v2.0 reference: LSTM encoder with time stacking, prediction and joint networks; "
+    "49.0 M parameters)",
     dataset="LibriSpeech (<speaker>/<chapter>/*.flac, *.trans.txt); evaluation on dev-clean",
     metric="wer",
     target=0.058,  # MLPerf Training v2.0 rules, closed_rnnt.yaml: eval_accuracy <= 0.058
@@ -122,8 +123,10 @@ REFERENCE = BenchmarkSpec(
 MINI = BenchmarkSpec(
     key="rnnt",
     scale="mini",
-    model="MiniRNNT: the reference's code, encoder LSTM 1x192, stacking x2, LSTM 1x192; prediction 96; joint 128; 38 classes (897,286 parameters)",
-    dataset="spoken commands synthesized with espeak-ng and flite in LibriSpeech layout (2,880 train / 400 eval utterances, eval voices unseen)",
+    model="MiniRNNT: the reference's code, encoder LSTM 1x192, stacking x2, LSTM 1x192; prediction 96; joint 128; "
+    "38 classes (897,286 parameters)",
+    dataset="spoken commands synthesized with espeak-ng and flite in LibriSpeech layout "
+    "(2,880 train / 400 eval utterances, eval voices unseen)",
     metric="wer",
     target=0.15,  # calibrated (README.md); guesser 0.605, untrained 42.5
     higher_is_better=False,

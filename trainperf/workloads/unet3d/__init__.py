@@ -2,7 +2,8 @@
 
 reference: the MLPerf v2.0 reference 3D U-Net (31,190,243 parameters) on KiTS19, SGD with Nesterov momentum,
 the reference's learning-rate schedule and augmentations, mean Dice of kidney and tumour >= 0.908 by
-Gaussian-weighted sliding-window evaluation on the rules' schedule for the batch size. mini: a smaller 3D U-Net of the same code on generated abdominal phantoms in
+Gaussian-weighted sliding-window evaluation on the rules' schedule for the batch size. mini: a smaller 3D U-Net of the
+same code on generated abdominal phantoms in
 the KiTS19 layout, its target calibrated by measurement (README.md beside this file). Pure data: no torch.
 """
 
@@ -38,7 +39,8 @@ class UNet3DRecipe(Recipe):
     """The reference's flags (runtime/arguments.py): SGD with Nesterov momentum (or Adam), a linear warm-up
     per epoch from ``opt_initial_learning_rate``, step decay at boundary epochs, foreground oversampling."""
 
-    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adam")}  # the optimizers build_optimizer makes
+    # the optimizers build_optimizer makes
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"opt_name": ("sgd", "adam")}
 
     global_batch_size: int
     opt_name: str = "sgd"
@@ -114,7 +116,8 @@ REFERENCE = BenchmarkSpec(
     key="unet3d",
     scale="reference",
     model="3D U-Net (MLPerf v2.0 reference, filters 32-64-128-256-320; 31,190,243 parameters)",
-    dataset="KiTS19 (case_<5 digits>/imaging.nii.gz, segmentation.nii.gz, or the reference's *_x.npy/*_y.npy; 168 train / 42 eval cases)",
+    dataset="KiTS19 (case_<5 digits>/imaging.nii.gz, segmentation.nii.gz, or the reference's *_x.npy/*_y.npy; "
+    "168 train / 42 eval cases)",
     metric="mean_dice",
     target=0.908,  # MLPerf Training v2.0 rules, closed_unet3d.yaml: eval_accuracy >= 0.908
     runs_required=40,  # v2.0 "Benchmark results": 40 runs, 4 fastest and 4 slowest dropped
@@ -128,7 +131,8 @@ REFERENCE = BenchmarkSpec(
     max_progress=budget_epochs,
     max_minutes=24 * 60.0,
     hparam_keys=HPARAM_KEYS,
-    target_source="MLPerf Training v2.0 rules (closed_unet3d.yaml); evaluation schedule from the rules (training_rules.adoc)",
+    target_source="MLPerf Training v2.0 rules (closed_unet3d.yaml); "
+    "evaluation schedule from the rules (training_rules.adoc)",
 )
 
 MINI = BenchmarkSpec(
@@ -147,7 +151,8 @@ MINI = BenchmarkSpec(
     max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=HPARAM_KEYS,
     target_source="measured: README.md beside unet3d/workload.py",
-    metric_se=0.019,  # benchmarks/metric_error.py unet3d: mean Dice 0.8532 at epoch 16, seed 100001, B = 200 (README.md)
+    # benchmarks/metric_error.py unet3d: mean Dice 0.8532 at epoch 16, seed 100001, B = 200 (README.md)
+    metric_se=0.019,
 )
 
 _CLOSED = {
@@ -178,7 +183,8 @@ BENCHMARK = Benchmark(
     workload="trainperf.workloads.unet3d.workload:UNet3DWorkload",
     smoke_fixture="trainperf.workloads.unet3d.generator:write_smoke_fixture",
     mini_data=MiniData(
-        description="abdominal CT phantoms (kidneys, tumours, noise, bias field, elastic deformation) as KiTS19 NIfTI cases",
+        description="abdominal CT phantoms (kidneys, tumours, noise, bias field, elastic deformation) "
+        "as KiTS19 NIfTI cases",
         prepare="trainperf.workloads.unet3d.generator:prepare_mini",
         verify="trainperf.workloads.unet3d.generator:verify_mini",
     ),

@@ -5,8 +5,8 @@ bottleneck (each a stride-2 convolution and a stride-1 convolution), then as man
 2x2x2 transposed convolution with bias, concatenation with the skip connection, two convolutions) and a
 1x1x1 output convolution with bias. Every 3x3x3 convolution has no bias and is followed by an affine
 instance norm and a ReLU. The reference's filters are (32, 64, 128, 256, 320) for 1 input channel and 3
-classes: 31,190,243 parameters, as the reference module counts (``reference_parameter_count`` computes it from the layer shapes). Weights
-keep PyTorch's default initialization, as the reference's (``weights_init_scale`` 1.0).
+classes: 31,190,243 parameters, as the reference module counts (``reference_parameter_count`` computes it from the layer
+shapes). Weights keep PyTorch's default initialization, as the reference's (``weights_init_scale`` 1.0).
 """
 
 from __future__ import annotations

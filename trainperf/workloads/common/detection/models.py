@@ -12,8 +12,8 @@ its MSRA backbone, is maskrcnn's own: ``trainperf/workloads/maskrcnn/model.py``.
 
 mini: a small ResNeXt (ssd) / ResNet (maskrcnn) of torchvision's own ``Bottleneck`` blocks, trained from
 scratch with ordinary BatchNorm, an FPN of 64 channels on P2-P4 (ssd) or P2-P5 (maskrcnn), anchors sized
-for the 96x96 scenes' 10-45 px objects, and torchvision's resize transform set to the data's size (its default of 800 px would spend
-the CPU's time on empty pixels). Mask R-CNN also samples fewer regions per image (the scenes hold at most
+for the 96x96 scenes' 10-45 px objects, and torchvision's resize transform set to the data's size (its default of 800 px
+would spend the CPU's time on empty pixels). Mask R-CNN also samples fewer regions per image (the scenes hold at most
 four objects), which cuts the ROI heads' work without changing what they compute.
 """
 
