@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.errors import DataError, UsageError
+from trainperf.errors import DataError, TrainperfError, UsageError
 from trainperf.rules import compliance, mini_rules
 from trainperf.rules.compliance import check_log, is_target_only_failure
 from trainperf.rules.mini_rules import mini_rule_yaml, write_mini_rules
@@ -471,3 +471,23 @@ def test_check_fails_a_log_with_a_second_run_start_or_run_stop(tmp_path, shipped
     assert main(["check", str(log)]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and f"{key} is logged 2 times" in out
+
+
+def test_checking_many_logs_at_once_gives_each_the_result_it_gets_alone(tmp_path):
+    """check_logs runs the official checker once for all the files (trainperf/rules/_batch_checker.py); each file's
+    result, problems and warnings are those check_log gives it alone, whether it passes, fails the checker, fails
+    before the checker runs or cannot be read."""
+    hparams = [("opt_weight_decay", 0.05, {}), ("opt_learning_rate_warmup_epochs", 0.8, {})]
+    hparams += [("opt_learning_rate_schedule_epochs", 2, {}), ("label_smoothing", 0.1, {})]
+    good = write_log(tmp_path / "good.txt", extra=hparams)  # the shipped mini resnet rules ask for these
+    low = write_log(tmp_path / "low.txt", accuracies=(0.2, 0.3), extra=hparams)
+    stop = write_log(tmp_path / "stop.txt")
+    retime(stop, "run_stop", start_ms(stop) - 60000)  # fails before the checker runs
+    paths = [good, low, stop, tmp_path / "missing.txt"]
+    alone = [check_log(p) for p in paths[:3]]  # the shipped mini rules of the logs' benchmark
+    together = compliance.check_logs(paths[:3], key=None)
+    for a, b in zip(alone, together, strict=True):
+        assert (a.passed, a.problems, a.warnings) == (b.passed, b.problems, b.warnings)
+    assert [r.passed for r in together] == [True, False, False]
+    (missing,) = compliance.check_logs(paths[3:])
+    assert isinstance(missing, TrainperfError)

@@ -24,13 +24,14 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainperf import registry
 from trainperf.confine import Confinement, confinement
-from trainperf.errors import DataError, NotAvailableError, UsageError
+from trainperf.errors import DataError, NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
 from trainperf.results import ONCE, timing_problems
 from trainperf.rules import gate, mini_rules
@@ -237,6 +238,48 @@ def _run_checker(data: bytes, name: str, config: Path | None) -> tuple[int | Non
             err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
             return None, out, err, confined
         return proc.returncode, proc.stdout, proc.stderr, confined
+
+
+_BATCH_CHECKER = Path(__file__).with_name("_batch_checker.py")
+
+
+def _run_batch(items: list[_Pending], config: Path | None) -> list[tuple[int | None, str, str, Confinement] | None]:
+    """:func:`_run_checker` of every item in one confined process (:mod:`trainperf.rules._batch_checker`), each
+    file's (exit code, stdout, stderr, confinement) in order; None for a file it did not report on (the batch's
+    time limit, CHECKER_TIMEOUT_S per file, ran out first)."""
+    with tempfile.TemporaryDirectory(prefix="trainperf-check-") as tmp:
+        files = []
+        for i, item in enumerate(items):  # one folder each: two benchmarks' result_0.txt may be in one batch
+            path = Path(tmp) / "log" / str(i) / item.path.name
+            path.parent.mkdir(parents=True)
+            path.write_bytes(item.data)
+            files.append(str(path))
+        results = Path(tmp) / "results.jsonl"
+        confined = confinement(writable=[Path(tmp)])
+        cmd = [sys.executable, str(_BATCH_CHECKER), "--usage", "training", "--ruleset", MLPERF_RULESET]
+        cmd += ["--out", str(results)] + (["--config", str(config)] if config is not None else []) + files
+        env = {**os.environ, "PYTHONHASHSEED": "0"}  # the checker prints sets; keep its output stable
+        try:
+            subprocess.run(
+                confined.wrap(cmd),
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=CHECKER_TIMEOUT_S * len(items),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            pass  # the files it finished are in results; the others are checked alone
+        reported: dict[str, tuple[int | None, str, str, Confinement]] = {}
+        if results.is_file():
+            for line in results.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line)
+                    reported[rec["file"]] = (int(rec["rc"]), str(rec["out"]), str(rec["err"]), confined)
+                except (ValueError, KeyError, TypeError):
+                    break  # a line cut by the time limit: the rest is checked alone
+        return [reported.get(f) for f in files]
 
 
 def _messages(stderr: str) -> list[str]:
@@ -470,7 +513,54 @@ def check_log(
     logs the shipped mini rule file of their benchmark; ``config`` replaces that file (e.g. one written
     by :func:`trainperf.rules.mini_rules.write_mini_rules`).
     """
-    path = Path(path)
+    prepared = _prepare(Path(path), scale=scale, key=key, config=config)
+    if isinstance(prepared, CheckResult):
+        return prepared
+    return prepared.finish(*_run_checker(prepared.data, prepared.path.name, prepared.config))
+
+
+def check_logs(paths: list[Path], *, key: str | None = None) -> list[CheckResult | TrainperfError]:
+    """:func:`check_log` of every path (its result, or the error it raised), in order; the official checker runs
+    once for all the files that share a rule file (:mod:`trainperf.rules._batch_checker`) rather than once per
+    file, with the same messages. A file the batch does not report on (its time limit) is checked alone."""
+    prepared: list[CheckResult | TrainperfError | _Pending] = []
+    for path in paths:
+        try:
+            prepared.append(_prepare(Path(path), key=key))
+        except TrainperfError as e:
+            prepared.append(e)
+    groups: dict[Path | None, list[int]] = {}
+    for i, p in enumerate(prepared):
+        if isinstance(p, _Pending):
+            groups.setdefault(p.config, []).append(i)
+    done: list[Any] = list(prepared)
+    for config, indexes in groups.items():
+        ran = _run_batch([prepared[i] for i in indexes], config)  # type: ignore[misc]
+        for i, outcome in zip(indexes, ran, strict=True):
+            pending = prepared[i]
+            assert isinstance(pending, _Pending)
+            if outcome is None:
+                outcome = _run_checker(pending.data, pending.path.name, pending.config)
+            done[i] = pending.finish(*outcome)
+    return done
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A log that passed every check made before the official checker runs: what to run it on, and how to read
+    its output (``finish(rc, stdout, stderr, confinement)``)."""
+
+    path: Path
+    data: bytes
+    config: Path | None
+    finish: Callable[[int | None, str, str, Confinement], CheckResult]
+
+
+def _prepare(
+    path: Path, *, scale: str | None = None, key: str | None = None, config: Path | None = None
+) -> CheckResult | _Pending:
+    """Everything :func:`check_log` does before the official checker runs: a :class:`CheckResult` when the log
+    fails before it (the gate, trainperf's preflight), else what the checker's run needs."""
     data = _read_bytes(path)
     lines = _read_log(path, data)
     if scale is None:
@@ -546,7 +636,25 @@ def check_log(
         return result(False, problems + timing, "(the official checker was not run: fix the problems listed first)")
 
     _checker_dir()  # a clear error when mlperf-logging is missing
-    rc, out, err, confined = _run_checker(data, path.name, config)
+    return _Pending(
+        path=path,
+        data=data,
+        config=config,
+        finish=lambda rc, out, err, confined: _finish(rc, out, err, confined, lines, benchmark, timing, result),
+    )
+
+
+def _finish(
+    rc: int | None,
+    out: str,
+    err: str,
+    confined: Confinement,
+    lines: list[_Line],
+    benchmark: str | None,
+    timing: list[str],
+    result: Callable[..., CheckResult],
+) -> CheckResult:
+    """The check's result from the official checker's exit code and output."""
     raw = out + err
     if rc is None:
         return result(

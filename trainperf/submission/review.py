@@ -41,7 +41,7 @@ from trainperf.errors import NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
 from trainperf.results import LoggedRun, parse_run, read_mllog
 from trainperf.rules import gate
-from trainperf.rules.compliance import TARGET_PROBLEM, check_log
+from trainperf.rules.compliance import TARGET_PROBLEM, check_logs
 from trainperf.scoring import Score, score_results
 from trainperf.spec import MLPERF_RULESET
 from trainperf.submission import official
@@ -149,7 +149,7 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
             if checkable
             else None
         )
-        checks: dict[tuple[str, str], dict[str, Future]] = {}
+        checks: dict[tuple[str, str], Future] = {}
         rcps: dict[tuple[str, str], Future | None] = {}
         read_problems: dict[tuple[str, str], list[str]] = {}  # reported after the package checker's, as read
         for key, bench in benches.items():
@@ -165,7 +165,7 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
             if len(scales) > 1:
                 bench.problems.append(f"the result files mix scales ({', '.join(sorted(scales))}); keep one scale")
             read_problems[key], bench.problems[before:] = bench.problems[before:], []
-            checks[key] = {r.name: tasks.submit(_check_one, r.path, bench.benchmark) for r in bench.runs if r.records}
+            checks[key] = tasks.submit(_check_many, [r for r in bench.runs if r.records], bench.benchmark)
             rcps[key] = None if key[0] in layout.unusable_systems else _start_rcp(bench, copy, work, tasks)
 
         # (a) the official package checker
@@ -192,7 +192,7 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
         for key, bench in benches.items():
             bench.problems += read_problems[key]
             _check_count(bench)
-            _check_compliance(bench, {name: f.result() for name, f in checks[key].items()})  # (b)
+            _check_compliance(bench, checks[key].result())  # (b)
             _check_seeds_and_consistency(bench, org, layout.divisions.get(key[0]))  # (c)
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
@@ -369,16 +369,14 @@ def _check_count(bench: _Bench) -> None:
         )
 
 
-def _check_one(path: Path, benchmark: str) -> Any:
-    """check_log of one result file, or the TrainperfError it raised (kept for the verdict)."""
-    try:
-        return check_log(path, key=benchmark)
-    except TrainperfError as e:
-        return e
+def _check_many(runs: list[_Run], benchmark: str) -> dict[str, Any]:
+    """check_log of a benchmark's result files (the official checker started once for them all), by file name:
+    each result, or the TrainperfError it raised (kept for the verdict)."""
+    return dict(zip([r.name for r in runs], check_logs([r.path for r in runs], key=benchmark), strict=True))
 
 
 def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
-    """(b) check_log's result on every file (``checked``: by file name, from :func:`_check_one`); runs logged as
+    """(b) check_log's result on every file (``checked``: by file name, from :func:`_check_many`); runs logged as
     aborted are tolerated up to olympic scoring's drop count."""
     _, dropped = _runs_required(bench)
     aborted = []
