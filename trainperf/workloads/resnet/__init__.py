@@ -88,6 +88,9 @@ REFERENCE = BenchmarkSpec(
     max_minutes=24 * 60.0,
     hparam_keys=LARS_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_resnet.yaml)",
+    train_samples=1_281_167,  # ImageNet-1k train
+    eval_samples=50_000,  # ImageNet-1k validation
+    allreduced_parameters=25_557_032,  # README.md
 )
 
 MINI = BenchmarkSpec(
@@ -106,11 +109,16 @@ MINI = BenchmarkSpec(
     hparam_keys=(*ONE_CYCLE_KEYS, "label_smoothing"),
     target_source="measured: README.md beside resnet/workload.py",
     metric_se=0.0033,  # benchmarks/metric_error.py resnet: top-1 0.8816 at 1.5 epochs, seed 100001, B = 1000 (README.md)
+    train_samples=60_000,  # Fashion-MNIST train
+    eval_samples=10_000,  # Fashion-MNIST test
+    allreduced_parameters=33_498,  # README.md
 )
 
 BENCHMARK = Benchmark(
     key="resnet",
     title="image classification",
+    # The scaling model's assumption for published results: 8 x 408 = 3,264 samples a step on one 8-accelerator node.
+    published_batch_per_accelerator=408,
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division: what a closed run may change (every other recipe key is fixed). Reference: the
