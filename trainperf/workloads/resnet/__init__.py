@@ -142,6 +142,9 @@ BENCHMARK = Benchmark(
             "opt_learning_rate_schedule_epochs": Tunable(),
         },
     },
+    # closed_resnet.yaml (v2.0): CHECK " v['value'] in ['sgd', 'lars'] ", then POST enqueues
+    # training_2.0.0/closed_resnet_{opt_name}.yaml: closed_resnet_lars.yaml and closed_resnet_sgd.yaml exist.
+    closed_opt_names=("lars", "sgd"),
     workload="trainperf.workloads.resnet.workload:ResNetWorkload",
     smoke_fixture="trainperf.workloads.resnet.data:write_smoke_fixture",
     mini_data=MiniData(
