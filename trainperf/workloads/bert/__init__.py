@@ -125,6 +125,9 @@ BENCHMARK = Benchmark(
     title="language (masked LM)",
     # The scaling model's assumption for published results: 8 x 56 = 448 samples a step on one 8-accelerator node.
     published_batch_per_accelerator=56,
+    # rcp_checker.py (mlperf-logging): --bert_train_samples reads samples to converge from train_samples, as a
+    # log may give them (Baidu's v2.0 bert logs epoch_num 1)
+    rcp_train_samples_flag="--bert_train_samples",
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf v2.0 (closed_bert.yaml and the rules' hyperparameter table): LAMB; the batch, the
