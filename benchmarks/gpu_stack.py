@@ -12,7 +12,7 @@ costs one benchmark, not the check.
 
 Beside the measured rate it prints NVIDIA's published per-GPU rate on 8 x H200 (the fastest such closed result
 in the published table shipped with trainperf): samples to converge at that system's global batch (MLPerf's RCP
-mean; the batch is trainperf's stated assumption, ``PUBLISHED_BATCH_PER_ACCELERATOR``) over the result's
+mean; the batch is trainperf's stated assumption, ``Benchmark.published_batch_per_accelerator``) over the result's
 minutes and 8 GPUs. That whole-run rate includes start-up and evaluations, so their training rate is somewhat
 higher. A synthetic batch measures the step alone: no decoding, no augmentation.
 
@@ -60,9 +60,9 @@ def published_rate(key: str) -> dict | None:
     if not rows:
         return None
     best = min(rows, key=lambda r: r.raw_score_min)
-    batch = PUBLISHED_GPUS * facts.PUBLISHED_BATCH_PER_ACCELERATOR[key]
+    batch = PUBLISHED_GPUS * facts.published_batch_per_accelerator(key)
     mean, _warning = facts.rcp_table(key, "reference").at(batch)
-    samples = mean * facts.TRAIN_SAMPLES[key]
+    samples = mean * facts.train_samples(key)
     return {
         "round": best.round,
         "system": best.system,
@@ -100,7 +100,7 @@ def ablate(key: str, args: argparse.Namespace) -> tuple[dict | None, str]:
 def _batch(key: str) -> int:
     from trainperf.scaling import facts
 
-    return facts.PUBLISHED_BATCH_PER_ACCELERATOR[key]
+    return facts.published_batch_per_accelerator(key)
 
 
 def summary_row(key: str, data: dict | None, why: str, published: dict | None) -> dict:

@@ -42,7 +42,7 @@ def main() -> None:
         f"single node: {args.bandwidth:g} GB/s)"
     )
     print(f"{'benchmark':<10}" + "".join(f"{m + ' (cases)':>26}" for m in validate.MODES))
-    for key in (*facts.SCALABLE, "all"):
+    for key in (*facts.scalable(), "all"):
         cells = []
         for mode in validate.MODES:
             n, mape = table[mode][key]

@@ -551,8 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="write an sbatch script that runs benchmarks on N nodes (srun, one torchrun agent per node)",
         description="Write an sbatch script that launches `trainperf run BENCHMARK… RUN_OPTIONS` on N nodes with "
         "srun: one torchrun agent per node, meeting at the first node of the allocation (c10d rendezvous). Run "
-        "options go after --, e.g. `trainperf slurm resnet --nodes 4 --gpus-per-node 8 -o job.sbatch -- --scale "
-        "reference --runs 5`.",
+        f"options go after --, e.g. `trainperf slurm {BENCHMARKS[0]} --nodes 4 --gpus-per-node 8 -o job.sbatch "
+        "-- --scale reference --runs 5`.",
     )
     sl.add_argument(
         "benchmarks",

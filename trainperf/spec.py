@@ -192,6 +192,13 @@ class BenchmarkSpec:
     # Non-empty: only a dry run works at this scale yet, and this says why (`trainperf list` marks it not
     # available; a timed or smoke run is refused with this reason before anything runs).
     dry_run_only: str = ""
+    # The data set's sizes before it is read (logged by a dry run, which reads none; a real run logs what it read):
+    # training and evaluation samples as the reference counts them; 0: counted only when the data is read.
+    train_samples: int = 0
+    eval_samples: int = 0
+    # Parameters whose gradients are all-reduced each step (the scaling model's gradient size; a sharded
+    # embedding table is exchanged otherwise, so it is left out); None: not stated.
+    allreduced_parameters: int | None = None
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -212,6 +219,10 @@ class BenchmarkSpec:
             raise ValueError(f"{self.key}: the target of a multi-field metric is its first field's target")
         if self.metric_se is not None and not (math.isfinite(self.metric_se) and self.metric_se > 0):
             raise ValueError(f"{self.key}: the metric's standard error must be a positive number or None")
+        if self.train_samples < 0 or self.eval_samples < 0:
+            raise ValueError(f"{self.key}: the data set's sizes cannot be negative")
+        if self.allreduced_parameters is not None and self.allreduced_parameters <= 0:
+            raise ValueError(f"{self.key}: the all-reduced parameter count must be positive or None")
 
     # --- quality --------------------------------------------------------------------------------------
     @property
@@ -334,6 +345,18 @@ class Benchmark:
     # key's task changed under the same name, with what changed (speed-ups restart their baseline there).
     history_aliases: tuple[str, ...] = ()
     history_redefined: tuple[str, str] | None = None
+    # The scaling model (trainperf/scaling): non-empty says why it does not cover this benchmark (its work is
+    # not steps over a data set, or MLPerf publishes no RCP for it); and a typical per-accelerator batch of the
+    # single-node (8-accelerator) closed submissions, for published results, which do not record batch sizes
+    # (an assumption, stated in trainperf/scaling/README.md).
+    not_scalable: str = ""
+    published_batch_per_accelerator: int | None = None
+    # The values of opt_name the official v2.0 closed rules accept for it: their rule file then opens
+    # training_2.0.0/closed_<key>_<opt_name>.yaml, which exists for these only; (): the rules do not branch on it.
+    closed_opt_names: tuple[str, ...] = ()
+    # The official rcp_checker's flag that reads samples to converge from train_samples rather than epoch_num
+    # ("" : none); review runs it again with the flag when the first check fails.
+    rcp_train_samples_flag: str = ""
 
     def __post_init__(self) -> None:
         for scale, spec in self.specs.items():
@@ -343,6 +366,11 @@ class Benchmark:
             missing = [s for s, spec in self.specs.items() if spec.available and s not in self.recipes]
             if missing:
                 raise ValueError(f"{self.key}: no recipe for scale(s) {missing}")
+
+    @property
+    def rcp_file(self) -> str:
+        """The name of its RCP table: MLPerf's (mlperf-logging rcp_checker/training_2.0.0/) and trainperf's mini."""
+        return f"rcps_{self.key}.json"
 
     def available_at(self, scale: str) -> bool:
         return self.workload is not None and scale in self.specs and self.specs[scale].available

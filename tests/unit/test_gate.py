@@ -13,7 +13,7 @@ import pytest
 import yaml
 from untrusted import MLLOG, PATH_KEYS, log_lines, plant, rules_dir, write_log
 
-from trainperf import confine
+from trainperf import confine, registry
 from trainperf.errors import DataError
 from trainperf.rules import gate
 from trainperf.rules.compliance import GATE_PROBLEM, check_log
@@ -36,8 +36,9 @@ def test_the_path_keys_are_those_the_v2_rule_files_format_into_a_path():
             if "enqueue_config(" in code and ".format(v['value'])" in code:
                 formatted.add(key["NAME"])
     assert formatted == set(gate.PATH_KEYS) == set(PATH_KEYS)
-    opt_files = sorted(p.name for p in rules_dir().glob("closed_resnet_*.yaml"))
-    assert opt_files == [f"closed_resnet_{name}.yaml" for name in sorted(gate.CLOSED_RESNET_OPT_NAMES)]
+    for key in registry.BENCHMARKS:  # each benchmark's closed opt_name choices are the rule files that exist
+        opt_files = sorted(p.name for p in rules_dir().glob(f"closed_{key}_*.yaml"))
+        assert opt_files == [f"closed_{key}_{name}.yaml" for name in sorted(registry.benchmark(key).closed_opt_names)]
 
 
 def test_a_clean_log_passes_the_gate():

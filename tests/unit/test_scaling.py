@@ -64,6 +64,19 @@ def test_rcp_clamps_outside_its_batch_sizes_with_a_warning():
     assert value == 60.0 and "batch 4000" in warning
 
 
+def test_the_facts_are_the_benchmarks_own():
+    # rnnt: the v2.0 reference configuration's model (baseline_v3-1023sp.yaml: pred_n_hid 512), 49,006,080
+    # parameters, not a count made with a 320-wide prediction network (46,152,384); and its mini model's
+    assert facts.gradient_bytes("rnnt", "reference") == 49_006_080 * 4
+    assert facts.gradient_bytes("rnnt", "mini") == 897_286 * 4
+    assert facts.gradient_bytes("dlrm", "reference") == 2_368_897 * 4  # the dense MLPs only: the tables are sharded
+    assert facts.train_samples("resnet") == 1_281_167 and facts.train_samples("bert") == 1  # bert's RCPs: samples
+    assert facts.published_batch_per_accelerator("dlrm") == 6_912
+    assert facts.scalable() == ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm")
+    with pytest.raises(UsageError, match="minigo cannot be scaled by this model: its work is self-play"):
+        facts.gradient_bytes("minigo", "reference")
+
+
 def test_official_rcp_tables_are_read_as_means_per_batch():
     resnet = facts.rcp_table("resnet", "reference")
     assert resnet.batches[0] == 1632 and resnet.batches[-1] == 67840
@@ -82,9 +95,9 @@ def test_convergence_factor_is_the_ratio_of_rcp_means():
 
 def test_bad_rcp_file_is_a_data_error():
     with pytest.raises(DataError, match="'Epochs to converge'"):
-        facts._parse_rcp('{"r": {"BS": 8, "Epochs to converge": ["1; rm -rf /"]}}', "resnet", "x.json")
+        facts._parse_rcp('{"r": {"BS": 8, "Epochs to converge": ["1; rm -rf /"]}}', "resnet", "x.json", "epochs")
     with pytest.raises(DataError, match="not JSON"):
-        facts._parse_rcp("{", "resnet", "x.json")
+        facts._parse_rcp("{", "resnet", "x.json", "epochs")
 
 
 # --- the prediction ----------------------------------------------------------------------------------------
@@ -123,16 +136,23 @@ def test_fewer_than_one_accelerator_is_refused():
 
 
 @pytest.fixture
-def fake_results(tmp_path, fake_registry):
+def fake_results(tmp_path, monkeypatch):
     """Three successful runs of the fake workload (scripted as resnet at the mini scale: batch 8, 40
-    training samples an epoch, the target reached at the second evaluation, i.e. after 80 samples)."""
+    training samples an epoch, the target reached at the second evaluation, i.e. after 80 samples). The fake
+    registry answers during the runs only: `trainperf scale` reads the real benchmarks' facts."""
+    from helpers import FAKE_BENCHMARK, FakeWorkload
+
+    from trainperf import registry
     from trainperf.dist import DistContext
     from trainperf.harness.suite import SuiteOptions, run_suite
 
     out = tmp_path / "out"
     opts = SuiteOptions(benchmarks=("resnet",), scale="mini", runs=3, out=out, data_dir=tmp_path,
                         system_name="test-system")  # fmt: skip
-    run_suite(opts, DistContext())
+    with monkeypatch.context() as m:
+        m.setattr(registry, "benchmark", lambda key: FAKE_BENCHMARK)
+        m.setattr(registry, "workload_class", lambda key: FakeWorkload)
+        run_suite(opts, DistContext())
     return out
 
 

@@ -23,6 +23,11 @@ def test_reference_model_has_the_reference_s_49m_parameters():
         m = model.RNNT(FLAVOURS["reference"])
     # pre_rnn 13,582,336 + post_rnn 29,384,704 + pred_embed 523,776 + dec_rnn 4,202,496 + joint 1,312,768
     assert sum(p.numel() for p in m.parameters()) == 49_006_080
+    # the count the scaling model all-reduces is this model's (every parameter: no table is sharded)
+    assert registry.benchmark("rnnt").specs["reference"].allreduced_parameters == 49_006_080
+    with torch.device("meta"):
+        mini = model.RNNT(FLAVOURS["mini"])
+    assert sum(p.numel() for p in mini.parameters()) == registry.benchmark("rnnt").specs["mini"].allreduced_parameters
     assert m.pred_embed.weight.shape == (1023, 512) and m.joint_net[-1].out_features == 1024
 
 

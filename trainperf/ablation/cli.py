@@ -255,9 +255,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--synthetic",
         action="store_true",
         help="train on the workload's synthetic batch, repeated (no data needed: a reference scale without its "
-        "dataset, or minigo); the workload is built as for a dry run: no reference checkpoint, on a CPU the reference "
-        "dry run's smaller shapes (bert's 128-token sequences, unet3d's patch), and dlrm's tables cut short on any "
-        "device. Default: its real train_batches",
+        "dataset, or a benchmark that makes its data by self-play); the workload is built as for a dry run: no "
+        "reference checkpoint, on a CPU the reference dry run's smaller shapes (shorter sequences, a smaller patch), "
+        "and sharded embedding tables cut short on any device. Default: its real train_batches",
     )
     p.add_argument(
         "--seed", type=int, default=1, help="seed of the weights and batches, the same in every configuration"

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainperf.registry import BENCHMARKS
+from trainperf.registry import BENCHMARKS, benchmark
 from trainperf.system import DIVISIONS
 
 MLLOG_TOKEN = ":::MLLOG "
@@ -46,9 +46,6 @@ MAX_PACKAGE_BYTES = 256 * 2**20  # everything `trainperf review` copies from one
 # 58 s); an MLPerf event is a few hundred characters. At this cap a line costs the tools about 0.02 s, and the
 # largest file allowed (16 MiB of such lines) about a minute, within the checker's time limit.
 MAX_LINE_CHARS = 4096
-# closed_resnet.yaml (v2.0): CHECK " v['value'] in ['sgd', 'lars'] ", then POST enqueues
-# training_2.0.0/closed_resnet_{opt_name}.yaml: closed_resnet_lars.yaml and closed_resnet_sgd.yaml exist.
-CLOSED_RESNET_OPT_NAMES = ("lars", "sgd")
 # The logged keys the v2.0 rule files format into a rule-file path (see the module docstring).
 PATH_KEYS = ("submission_division", "submission_benchmark", "opt_name")
 _RCP_BENCHMARK_TEXT = "submission_benchmark"  # rcp_checker: `if "submission_benchmark" in line: value is the benchmark`
@@ -234,21 +231,22 @@ def screen_log(data: bytes) -> list[str]:
                     lineno,
                     key,
                     value,
-                    f"{problem}: the official v2.0 closed resnet rules build the rule-file path "
-                    "training_2.0.0/closed_resnet_<value>.yaml from it and execute that file",
+                    f"{problem}: the official v2.0 closed rules of a benchmark that branches on it build the "
+                    "rule-file path training_2.0.0/closed_<benchmark>_<value>.yaml from it and execute that file",
                 )
         elif isinstance(key, str) and key.startswith("submission_") and key not in PATH_KEYS:
             if isinstance(value, str) and (problem := name_problem(value)):
                 refuse(lineno, key, value, f"{problem}; it names the submission, and a name holds no path")
-    if "closed" in divisions and "resnet" in benchmarks:
-        for lineno, value in opt_names:
-            if value not in CLOSED_RESNET_OPT_NAMES and name_problem(value) is None:
+    for bench in sorted(b for b in benchmarks if b in BENCHMARKS) if "closed" in divisions else ():
+        choices = benchmark(bench).closed_opt_names  # () where the closed rules do not branch on opt_name
+        for lineno, value in opt_names if choices else ():
+            if value not in choices and name_problem(value) is None:
                 refuse(
                     lineno,
                     "opt_name",
                     value,
-                    f"is not one of {', '.join(map(repr, CLOSED_RESNET_OPT_NAMES))}: in a closed resnet log the "
-                    "official v2.0 rules open training_2.0.0/closed_resnet_<value>.yaml, which exists for those only",
+                    f"is not one of {', '.join(map(repr, choices))}: in a closed {bench} log the official v2.0 "
+                    f"rules open training_2.0.0/closed_{bench}_<value>.yaml, which exists for those only",
                 )
     return refusals
 

@@ -81,7 +81,7 @@ def add_parser(subparsers: Any) -> None:
         "bytes/bandwidth)), and the samples to converge at the new global batch from MLPerf's reference "
         "convergence points (trainperf/scaling/README.md).",
     )
-    s.add_argument("benchmark", metavar="BENCH", help=f"one of {', '.join(facts.SCALABLE)}")
+    s.add_argument("benchmark", metavar="BENCH", help=f"one of {', '.join(facts.scalable())}")
     s.add_argument(
         "--from",
         dest="results",

@@ -1,9 +1,11 @@
-"""Per-benchmark facts the scaling model needs, as data: parameter counts, dataset sizes, RCP tables.
+"""What the scaling model reads of each benchmark, all stated by its ``Benchmark`` and specs
+(``trainperf/workloads/<key>/__init__.py``): whether the model covers it, the parameters all-reduced each step,
+the reference training-set size, the per-accelerator batch assumed for published results, and its RCP tables.
 
-Parameter counts come from each workload's README and spec (the reference models' own counts), never from
-building a model. The reference convergence points (RCPs) are MLPerf's own tables, shipped in the
-mlperf-logging package (``rcp_checker/training_2.0.0/rcps_<benchmark>.json``); the mini scale uses
-trainperf's (``trainperf/rules/rcps/mini/``) where one exists.
+Parameter counts are the reference models' own counts (each workload's README), never measured by building a
+model here. The reference convergence points (RCPs) are MLPerf's own tables, shipped in the mlperf-logging
+package (``rcp_checker/training_2.0.0/rcps_<benchmark>.json``); the mini scale uses trainperf's
+(``trainperf/rules/rcps/mini/``) where one exists.
 """
 
 from __future__ import annotations
@@ -13,74 +15,57 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainperf import registry
 from trainperf.errors import DataError, UsageError
-
-# The benchmarks the model covers: a training step over a dataset, with an all-reduce of the gradients.
-# minigo's work is self-play, not a dataset, and MLPerf v2.0 publishes no RCP for it.
-SCALABLE = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm")
-
-# Parameters whose gradients are all-reduced each step, per (benchmark, scale).
-ALLREDUCED_PARAMETERS: dict[str, dict[str, int]] = {
-    "resnet": {"reference": 25_557_032, "mini": 33_498},  # resnet/README.md
-    "ssd": {"reference": 37_060_652, "mini": 509_303},  # ssd/README.md
-    "maskrcnn": {"reference": 44_401_393, "mini": 1_297_040},  # maskrcnn/README.md
-    "unet3d": {"reference": 31_190_243, "mini": 937_131},  # unet3d/README.md
-    "bert": {"reference": 336_226_108, "mini": 1_495_554},  # bert/README.md (with the pretraining heads)
-    # dlrm: the embedding tables are sharded over the ranks (exchanged by all-to-all, not all-reduced), so
-    # only the dense MLPs are all-reduced: reference 24,036,595,969 - 187,767,399 rows x 128 = 2,368,897;
-    # mini 136,609 - 4,953 rows x 16 = 57,361 (dlrm/README.md).
-    "dlrm": {"reference": 2_368_897, "mini": 57_361},
-    # rnnt has no workload yet: counted from the MLPerf v2.0 reference configuration's layer shapes (input
-    # 80 mel x 3 stacked frames; encoder LSTMs 2 + 3 layers of 1024 with time stacking 2; prediction
-    # network: embedding of 1,023 sentencepieces and 2 LSTMs of 320; joint 512, 1,024 outputs): 46,152,384.
-    "rnnt": {"reference": 46_152_384},
-}
+from trainperf.spec import SAMPLES
 
 BYTES_PER_GRADIENT = 4  # fp32 gradients (the reference implementations all-reduce fp32)
-
-# Reference training-set sizes, to turn the RCPs' epochs into samples (bert's RCPs are already samples).
-TRAIN_SAMPLES = {
-    "resnet": 1_281_167,  # ImageNet-1k train (resnet/workload.py DATASET_SIZES)
-    "ssd": 1_170_301,  # MLPerf OpenImages subset, train (MLPerf v2.0 retinanet reference)
-    "maskrcnn": 117_266,  # COCO 2017 train images with annotations (MLPerf maskrcnn reference)
-    "unet3d": 168,  # KiTS19 training cases (MLPerf v2.0 unet3d reference)
-    "rnnt": 281_241,  # LibriSpeech train-clean-100 + 360 + other-500 utterances
-    "bert": 1,  # unit: samples
-    "dlrm": 4_195_197_692,  # Criteo 1TB, days 0-22 (dlrm/workload.py DATASET_SIZES)
-}
-
-# A typical per-accelerator batch of the single-node (8-accelerator) closed submissions, for the published
-# results, which do not record batch sizes: 8 x this is the RCP batch size such a node uses (resnet 3,264,
-# ssd 256, maskrcnn 96, unet3d 56, rnnt 512, bert 448, dlrm 55,296). An assumption, stated in README.md.
-PUBLISHED_BATCH_PER_ACCELERATOR = {
-    "resnet": 408,
-    "ssd": 32,
-    "maskrcnn": 12,
-    "unet3d": 7,
-    "rnnt": 64,
-    "bert": 56,
-    "dlrm": 6_912,
-}
 
 _MINI_RCPS = Path(__file__).resolve().parent.parent / "rules" / "rcps" / "mini"
 
 
+def scalable() -> tuple[str, ...]:
+    """The benchmarks the model covers (a training step over a dataset, with an all-reduce of the gradients):
+    those whose ``Benchmark.not_scalable`` is empty, in MLPerf's order."""
+    return tuple(b.key for b in registry.all_benchmarks() if not b.not_scalable)
+
+
 def check_benchmark(key: str) -> None:
-    if key == "minigo":
-        raise UsageError(
-            "minigo cannot be scaled by this model: its work is self-play, not steps over a dataset, and "
-            f"MLPerf v2.0 publishes no reference convergence points for it; the model covers {', '.join(SCALABLE)}"
-        )
-    if key not in SCALABLE:
-        raise UsageError(f"unknown benchmark {key!r}: the scaling model covers {', '.join(SCALABLE)}")
+    covered = scalable()
+    if key in registry.BENCHMARKS and (why := registry.benchmark(key).not_scalable):
+        raise UsageError(f"{key} cannot be scaled by this model: {why}; the model covers {', '.join(covered)}")
+    if key not in covered:
+        raise UsageError(f"unknown benchmark {key!r}: the scaling model covers {', '.join(covered)}")
 
 
 def gradient_bytes(key: str, scale: str) -> int:
+    """Bytes all-reduced each step: the spec's ``allreduced_parameters`` in fp32."""
     check_benchmark(key)
-    counts = ALLREDUCED_PARAMETERS[key]
-    if scale not in counts:
+    spec = registry.benchmark(key).specs.get(scale)
+    if spec is None or spec.allreduced_parameters is None:
         raise UsageError(f"{key} has no {scale} model yet, so its gradient size is not known")
-    return counts[scale] * BYTES_PER_GRADIENT
+    return spec.allreduced_parameters * BYTES_PER_GRADIENT
+
+
+def train_samples(key: str) -> int:
+    """The reference training set's samples, to turn the RCPs' epochs into samples (1 where the RCPs already
+    count samples)."""
+    check_benchmark(key)
+    spec = registry.benchmark(key).specs["reference"]
+    if spec.unit == SAMPLES:
+        return 1
+    if spec.train_samples <= 0:
+        raise UsageError(f"{key}: its reference spec states no training-set size (train_samples)")
+    return spec.train_samples
+
+
+def published_batch_per_accelerator(key: str) -> int:
+    """The typical per-accelerator batch assumed for published results (``Benchmark.published_batch_per_accelerator``)."""
+    check_benchmark(key)
+    batch = registry.benchmark(key).published_batch_per_accelerator
+    if batch is None:
+        raise UsageError(f"{key}: no per-accelerator batch is assumed for its published results")
+    return batch
 
 
 @dataclass(frozen=True)
@@ -110,7 +95,7 @@ class RCPTable:
         return value, None
 
 
-def _parse_rcp(text: str, key: str, source: str) -> RCPTable:
+def _parse_rcp(text: str, key: str, source: str, unit: str) -> RCPTable:
     """An RCP file is data: only its numbers are read ("BS", "Epochs to converge")."""
     where = f"{source} (RCP table of {key})"
     try:
@@ -131,23 +116,24 @@ def _parse_rcp(text: str, key: str, source: str) -> RCPTable:
         points.setdefault(float(bs), []).extend(float(e) for e in epochs)
     batches = tuple(sorted(points))
     means = tuple(sum(points[b]) / len(points[b]) for b in batches)
-    return RCPTable(key, "samples" if key == "bert" else "epochs", source, batches, means)
+    return RCPTable(key, unit, source, batches, means)
 
 
 def _reference_rcp_file(key: str) -> Path:
     import mlperf_logging
 
-    name = "rcps_rnnt.json" if key == "rnnt" else f"rcps_{key}.json"
-    return Path(mlperf_logging.__file__).parent / "rcp_checker" / "training_2.0.0" / name
+    return Path(mlperf_logging.__file__).parent / "rcp_checker" / "training_2.0.0" / registry.benchmark(key).rcp_file
 
 
 def rcp_table(key: str, scale: str) -> RCPTable | None:
     """The RCP table for ``key`` at ``scale``; None where there is none (a mini benchmark without one)."""
     check_benchmark(key)
-    path = _reference_rcp_file(key) if scale == "reference" else _MINI_RCPS / f"rcps_{key}.json"
+    path = _reference_rcp_file(key) if scale == "reference" else _MINI_RCPS / registry.benchmark(key).rcp_file
     if not path.is_file():
         if scale == "reference":
             raise DataError(f"{path}: MLPerf's RCP table for {key} is missing; reinstall mlperf-logging")
         return None
     label = f"mlperf-logging training_2.0.0/{path.name}" if scale == "reference" else f"trainperf mini {path.name}"
-    return _parse_rcp(path.read_text(encoding="utf-8"), key, label)
+    # the RCPs count what the reference's logs count (bert: samples, at both scales)
+    unit = registry.benchmark(key).specs["reference"].unit
+    return _parse_rcp(path.read_text(encoding="utf-8"), key, label, unit)

@@ -12,7 +12,7 @@ ones are predicted:
   are predicted.
 
 The published table records no batch sizes, so each system's global batch is taken as N x the benchmark's
-typical single-node per-accelerator batch (facts.PUBLISHED_BATCH_PER_ACCELERATOR), clamped to the RCP
+typical single-node per-accelerator batch (its Benchmark.published_batch_per_accelerator), clamped to the RCP
 batch sizes (a submitter scales the batch until the largest batch that has an RCP, then shrinks the local
 batch). Samples to converge at a batch are the RCP mean x the training-set size.
 """
@@ -48,14 +48,14 @@ class Case:
 
 
 def _batch(key: str, n: int, table: facts.RCPTable) -> float:
-    return min(max(n * facts.PUBLISHED_BATCH_PER_ACCELERATOR[key], table.batches[0]), table.batches[-1])
+    return min(max(n * facts.published_batch_per_accelerator(key), table.batches[0]), table.batches[-1])
 
 
 def _terms(key: str, n: int, table: facts.RCPTable, latency_us: float, topology: str) -> tuple[float, float, float]:
     """Minutes = s * (x / n + (a * y + l) / B) / 60 with x = 1/throughput per accelerator, y = 1/bandwidth:
     returns (samples to converge s, a, l) for a system of n accelerators."""
     batch = _batch(key, n, table)
-    samples = table.at(batch)[0] * facts.TRAIN_SAMPLES[key]
+    samples = table.at(batch)[0] * facts.train_samples(key)
     nbytes = facts.gradient_bytes(key, "reference")
     lat = latency_us * 1e-6
     if n == 1:
@@ -104,8 +104,9 @@ def published_families(results: list[query.Result]) -> dict[tuple[str, str, str,
     redefined = query.redefined()
     seen: set[tuple] = set()
     families: dict[tuple[str, str, str, str], list[query.Result]] = defaultdict(list)
+    covered = facts.scalable()
     for r in sorted(results, key=lambda r: query.round_key(r.round)):
-        if r.benchmark not in facts.SCALABLE or r.division != "closed" or not r.score_min or not r.n_acc:
+        if r.benchmark not in covered or r.division != "closed" or not r.score_min or not r.n_acc:
             continue
         if not r.nodes or not r.accelerator:
             continue
@@ -128,7 +129,7 @@ def validate(
     topology: str = "ring",
 ) -> list[Case]:
     results = query.load_results() if results is None else results
-    tables = {key: facts.rcp_table(key, "reference") for key in facts.SCALABLE}
+    tables = {key: facts.rcp_table(key, "reference") for key in facts.scalable()}
     cases = []
     for (key, rnd, org, acc), rows in sorted(published_families(results).items()):
         table = tables[key]
@@ -182,7 +183,7 @@ def summary(cases: list[Case]) -> dict[str, dict[str, tuple[int, float | None]]]
     for mode in MODES:
         mine = [c for c in cases if c.mode == mode]
         rows = {}
-        for key in (*facts.SCALABLE, "all"):
+        for key in (*facts.scalable(), "all"):
             errs = [abs(c.error) for c in mine if key == "all" or c.benchmark == key]
             rows[key] = (len(errs), statistics.median(errs) * 100 if errs else None)
         out[mode] = rows

@@ -177,15 +177,16 @@ def _number_after(label: str, text: str) -> float | None:
 
 
 def run_rcp_checker(
-    benchmark_dir: Path, workdir: Path, *, custom_rcps: Path | None = None, bert_train_samples: bool = False
+    benchmark_dir: Path, workdir: Path, *, custom_rcps: Path | None = None, samples_flag: str = ""
 ) -> RcpCheck:
-    """``python -m mlperf_logging.rcp_checker DIR --rcp_version 2.0.0 [--custom_rcps FILE] [--bert_train_samples]``
-    (the last: bert's samples to converge read from ``train_samples`` rather than ``epoch_num``)."""
+    """``python -m mlperf_logging.rcp_checker DIR --rcp_version 2.0.0 [--custom_rcps FILE] [SAMPLES_FLAG]``
+    (the last, a benchmark's ``rcp_train_samples_flag``: its samples to converge read from ``train_samples``
+    rather than ``epoch_num``)."""
     args = [str(benchmark_dir), "--rcp_usage", USAGE, "--rcp_version", MLPERF_RULESET, "--rcp_pass", "pruned_rcps"]
     if custom_rcps is not None:
         args += ["--custom_rcps", str(custom_rcps)]
-    if bert_train_samples:
-        args.append("--bert_train_samples")
+    if samples_flag:
+        args.append(samples_flag)
     ran = _run("rcp_checker", args, workdir=workdir, writes=benchmark_dir)
     text = ran.log or ran.err
     verdict = re.search(r"^(?:INFO|ERROR) - (.*), RCP test (PASSED|FAILED)", text, re.MULTILINE)

@@ -500,7 +500,7 @@ class _RcpRuns:
     provisional: bool
     note: str
     first: official.RcpCheck
-    samples: official.RcpCheck | None = None  # bert again, counting train_samples
+    samples: official.RcpCheck | None = None  # again, counting train_samples (the benchmark's rcp_train_samples_flag)
 
 
 def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future | str | None:
@@ -529,6 +529,9 @@ def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future |
     folder = copy / "results" / bench.system / bench.benchmark
     where = work / f"rcp_{bench.system}_{bench.benchmark}"
 
+    known = bench.benchmark in _BENCHMARK_NAMES
+    flag = registry.benchmark(bench.benchmark).rcp_train_samples_flag if known else ""
+
     def run() -> _RcpRuns:
         runs = _RcpRuns(
             custom=custom,
@@ -536,11 +539,11 @@ def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future |
             note=note,
             first=official.run_rcp_checker(folder, where, custom_rcps=custom),
         )
-        if bench.benchmark == "bert" and not runs.first.passed and not runs.first.ran.crashed and custom is None:
+        if flag and not runs.first.passed and not runs.first.ran.crashed and custom is None:
             # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which
             # the round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package
             # checker so)
-            runs.samples = official.run_rcp_checker(folder, Path(f"{where}_samples"), bert_train_samples=True)
+            runs.samples = official.run_rcp_checker(folder, Path(f"{where}_samples"), samples_flag=flag)
         return runs
 
     return tasks.submit(run)
@@ -562,13 +565,14 @@ def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[s
     notes.append(rcp.ran.confinement)
     if runs.samples is not None:
         again = runs.samples
-        raw[f"rcp_checker --bert_train_samples {bench.system}/{bench.benchmark}"] = again.ran.log or again.ran.raw
+        flag = registry.benchmark(bench.benchmark).rcp_train_samples_flag
+        raw[f"rcp_checker {flag} {bench.system}/{bench.benchmark}"] = again.ran.log or again.ran.raw
         if again.passed:
-            rcp, note = again, f"{note}, bert's samples read from train_samples (--bert_train_samples)"
+            rcp, note = again, f"{note}, {bench.benchmark}'s samples read from train_samples ({flag})"
             moved = [p for p in bench.problems if p.startswith(_PC_RCP_FAILED)]
             bench.problems = [p for p in bench.problems if p not in moved]
             bench.warnings += [
-                f"{p} (counting epoch_num; with --rcp_bert_train_samples the RCP check passes, see RCP)" for p in moved
+                f"{p} (counting epoch_num; with the rcp_checker's {flag} the RCP check passes, see RCP)" for p in moved
             ]
     if rcp.ran.crashed:
         bench.rcp = f"could not be checked: {rcp.message}"

@@ -92,6 +92,10 @@ REFERENCE = BenchmarkSpec(
     max_minutes=24 * 60.0,
     hparam_keys=LAMB_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_bert.yaml); evaluation interval from the v2.0 rules",
+    # The 10,000-example evaluation set; its training examples are counted from the shards by a real run (a
+    # dry run logs 0, not a guess).
+    eval_samples=10_000,
+    allreduced_parameters=336_226_108,  # README.md (with the pretraining heads)
 )
 
 MINI = BenchmarkSpec(
@@ -111,11 +115,19 @@ MINI = BenchmarkSpec(
     hparam_keys=LAMB_KEYS,
     target_source="measured: README.md beside bert/workload.py",
     metric_se=0.0023,  # benchmarks/metric_error.py bert: 0.1118 at 25,600 samples, seed 100001, B = 1000 (README.md)
+    train_samples=125_492,  # the mini corpus (README.md)
+    eval_samples=2_000,  # what mini.py draws
+    allreduced_parameters=1_495_554,  # README.md
 )
 
 BENCHMARK = Benchmark(
     key="bert",
     title="language (masked LM)",
+    # The scaling model's assumption for published results: 8 x 56 = 448 samples a step on one 8-accelerator node.
+    published_batch_per_accelerator=56,
+    # rcp_checker.py (mlperf-logging): --bert_train_samples reads samples to converge from train_samples, as a
+    # log may give them (Baidu's v2.0 bert logs epoch_num 1)
+    rcp_train_samples_flag="--bert_train_samples",
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf v2.0 (closed_bert.yaml and the rules' hyperparameter table): LAMB; the batch, the

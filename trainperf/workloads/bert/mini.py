@@ -28,7 +28,7 @@ import numpy as np
 from trainperf.data import verified
 from trainperf.errors import DataError
 from trainperf.fileio import atomic_write_text
-from trainperf.workloads.bert import corpus
+from trainperf.workloads.bert import MINI, corpus
 from trainperf.workloads.bert.data import MASK, SPECIAL_TOKENS, Examples, Masking, make_examples, write_examples
 
 GENERATOR = "trainperf.workloads.bert.mini v2"  # v2: the shipped vocabulary, numbered in a fixed order
@@ -41,7 +41,7 @@ SEED = 20220629  # MLPerf Training v2.0 results day; any fixed number would do
 VOCAB_SIZE = 8192
 MASKING = Masking(max_seq_length=64, max_predictions=10)  # 15% of 64 tokens, rounded up
 EVAL_EVERY = 25  # about one document in 25 goes to evaluation
-EVAL_EXAMPLES = 2000
+EVAL_EXAMPLES = MINI.eval_samples  # 2,000: the mini spec states it (__init__.py)
 TRAIN_FILE, EVAL_FILE, VOCAB_FILE, MANIFEST = "training/part-00000.hdf5", "eval/eval.hdf5", "vocab.txt", "manifest.json"
 FIX = "run `trainperf data prepare bert` (it rebuilds the mini corpus)"
 

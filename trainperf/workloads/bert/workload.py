@@ -29,10 +29,6 @@ FLAVOURS = {
         dropout=0.0,
     ),
 }
-# Sizes logged before the data is read (and by a dry run, which reads none): the reference's 10,000-example
-# evaluation set; its training examples are counted from the shards by a real run (a dry run logs 0, not a guess);
-# the mini corpus's.
-DATASET_SIZES = {"reference": (0, 10_000), "mini": (125_492, mini.EVAL_EXAMPLES)}
 # A dry run's synthetic batch: the reference layout at a CPU-sized sequence on a CPU, at the reference's own
 # 512 tokens and 76 predictions on a GPU (what a throughput measurement there must use); the model is full size.
 SYNTHETIC_SHAPE = {"reference": (128, 20), "mini": (mini.MASKING.max_seq_length, mini.MASKING.max_predictions)}
@@ -88,11 +84,11 @@ class BertWorkload(Workload):
 
     @property
     def train_samples(self) -> int:
-        return (self._sizes or DATASET_SIZES[self.spec.scale])[0]
+        return (self._sizes or (self.spec.train_samples, self.spec.eval_samples))[0]
 
     @property
     def eval_samples(self) -> int:
-        return (self._sizes or DATASET_SIZES[self.spec.scale])[1]
+        return (self._sizes or (self.spec.train_samples, self.spec.eval_samples))[1]
 
     # --- model and optimizer -------------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:

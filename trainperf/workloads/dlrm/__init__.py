@@ -100,6 +100,12 @@ REFERENCE = BenchmarkSpec(
     # training_rules.adoc's epoch reporting for the RCPs: "1 + Epoch / 20.0 (1.05, 1.1, 1.15...)", as the
     # published v2.0 logs have it (NVIDIA's first evaluation at epoch_num 1.049994); v2.0's rcps_dlrm.json counts so
     epoch_num_offset=1.0,
+    # Criteo 1TB: days 0-22 train; the first ceil(N / 2) of day 23 are the reference's test split.
+    train_samples=4_195_197_692,
+    eval_samples=89_137_318,
+    # The embedding tables are sharded over the ranks (exchanged by all-to-all, not all-reduced), so only the
+    # dense MLPs are all-reduced: 24,036,595,969 - 187,767,399 rows x 128 (README.md).
+    allreduced_parameters=2_368_897,
 )
 
 MINI = BenchmarkSpec(
@@ -119,6 +125,9 @@ MINI = BenchmarkSpec(
     max_minutes=MINI_RUNAWAY_MINUTES,  # a runaway guard only: the budget is max_progress
     hparam_keys=(*SGD_KEYS, "dense_learning_rate"),
     target_source="trainperf calibration, 10 seeds (README.md beside dlrm/workload.py; best achievable AUC 0.8256)",
+    train_samples=400_000,  # what generator.py draws
+    eval_samples=100_000,
+    allreduced_parameters=57_361,  # 136,609 - 4,953 rows x 16 of sharded tables (README.md)
 )
 
 CLOSED_SGD = {
@@ -132,6 +141,8 @@ CLOSED_SGD = {
 BENCHMARK = Benchmark(
     key="dlrm",
     title="recommendation",
+    # The scaling model's assumption for published results: 8 x 6,912 = 55,296 samples a step on one 8-accelerator node.
+    published_batch_per_accelerator=6_912,
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf v2.0 (closed_dlrm.yaml and the rules' hyperparameter table): SGD, polynomial

@@ -38,12 +38,12 @@ import numpy as np
 from trainperf.data import verified
 from trainperf.errors import DataError
 from trainperf.fileio import atomic_write_text, fsync_dir
+from trainperf.workloads.dlrm import MINI
 from trainperf.workloads.dlrm.data import NUM_DENSE, NUM_SPARSE
 
 GENERATOR = "trainperf.workloads.dlrm.generator v1"
 GENERATOR_SEED = 20220629  # MLPerf Training v2.0 results day; any fixed number would do
-TRAIN_SAMPLES = 400_000
-EVAL_SAMPLES = 100_000
+TRAIN_SAMPLES, EVAL_SAMPLES = MINI.train_samples, MINI.eval_samples  # the mini spec states them (__init__.py)
 MINI_TABLE_SIZES = (
     # user-like (0-12)
     800, 400, 200, 100, 50, 20, 8, 4, 300, 600, 150, 30, 6,

@@ -35,9 +35,6 @@ FLAVOURS = {
 # tables are capped at this many rows (the full ones hold 96 GB; a smoke fixture's dictionaries hold fewer
 # values); the MLPs and the interaction are full size.
 DRY_RUN_TABLE_ROWS = 10_000
-# Criteo 1TB: days 0-22 train (4,195,197,692 samples); the first ceil(N / 2) of day 23 are the reference's test
-# split (89,137,318 samples). A real run replaces them with what it found.
-DATASET_SIZES = {"reference": (4_195_197_692, 89_137_318), "mini": (generator.TRAIN_SAMPLES, generator.EVAL_SAMPLES)}
 REFERENCE_DAYS = preprocess.DAYS  # day_0 ... day_23
 BINARY_FILES = ("terabyte_processed_train.bin", "terabyte_processed_test.bin")
 EVAL_BATCH = 16384  # the reference's --test-mini-batch-size
@@ -123,11 +120,11 @@ class DLRMWorkload(Workload):
 
     @property
     def train_samples(self) -> int:
-        return (self._sizes or DATASET_SIZES[self.spec.scale])[0]
+        return (self._sizes or (self.spec.train_samples, self.spec.eval_samples))[0]
 
     @property
     def eval_samples(self) -> int:
-        return (self._sizes or DATASET_SIZES[self.spec.scale])[1]
+        return (self._sizes or (self.spec.train_samples, self.spec.eval_samples))[1]
 
     # --- model and optimizer ---------------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:

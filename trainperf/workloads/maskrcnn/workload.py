@@ -24,7 +24,6 @@ from trainperf.workloads.maskrcnn import model as reference
 class MaskRCNNWorkload(DetectionWorkload):
     NEED_MASKS = True
     FIELDS = {"BBOX": "bbox", "SEGM": "segm"}  # MLPerf logs eval_accuracy as {"BBOX": .., "SEGM": ..}
-    REFERENCE_SIZES = (117_266, 5_000)  # COCO train2017 images with annotations (as MLPerf logs), val2017
     REFERENCE_IMAGE = (800, 1216)
     REFERENCE_CLASSES = reference.COCO_CLASSES - 1  # the 80 categories of COCO 2017 (labels 1..80, 0: background)
     BACKBONE_FILE = c2_weights.R50_FILE

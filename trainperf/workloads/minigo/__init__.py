@@ -204,6 +204,8 @@ MINI = BenchmarkSpec(
 BENCHMARK = Benchmark(
     key="minigo",
     title="reinforcement learning (Go)",
+    not_scalable="its work is self-play, not steps over a dataset, and MLPerf v2.0 publishes no reference "
+    "convergence points for it",
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division: the v2.0 rules let a submission tune the batch and the learning-rate schedule; the

@@ -88,6 +88,9 @@ REFERENCE = BenchmarkSpec(
     max_minutes=24 * 60.0,
     hparam_keys=LARS_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_resnet.yaml)",
+    train_samples=1_281_167,  # ImageNet-1k train
+    eval_samples=50_000,  # ImageNet-1k validation
+    allreduced_parameters=25_557_032,  # README.md
 )
 
 MINI = BenchmarkSpec(
@@ -107,11 +110,16 @@ MINI = BenchmarkSpec(
     target_source="measured: README.md beside resnet/workload.py",
     # benchmarks/metric_error.py resnet: top-1 0.8816 at 1.5 epochs, seed 100001, B = 1000 (README.md)
     metric_se=0.0033,
+    train_samples=60_000,  # Fashion-MNIST train
+    eval_samples=10_000,  # Fashion-MNIST test
+    allreduced_parameters=33_498,  # README.md
 )
 
 BENCHMARK = Benchmark(
     key="resnet",
     title="image classification",
+    # The scaling model's assumption for published results: 8 x 408 = 3,264 samples a step on one 8-accelerator node.
+    published_batch_per_accelerator=408,
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division: what a closed run may change (every other recipe key is fixed). Reference: the
@@ -135,6 +143,9 @@ BENCHMARK = Benchmark(
             "opt_learning_rate_schedule_epochs": Tunable(),
         },
     },
+    # closed_resnet.yaml (v2.0): CHECK " v['value'] in ['sgd', 'lars'] ", then POST enqueues
+    # training_2.0.0/closed_resnet_{opt_name}.yaml: closed_resnet_lars.yaml and closed_resnet_sgd.yaml exist.
+    closed_opt_names=("lars", "sgd"),
     workload="trainperf.workloads.resnet.workload:ResNetWorkload",
     smoke_fixture="trainperf.workloads.resnet.data:write_smoke_fixture",
     mini_data=MiniData(

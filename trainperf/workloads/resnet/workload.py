@@ -16,9 +16,6 @@ from trainperf.workloads.common.schedules import adamw_one_cycle, poly_warmup
 from trainperf.workloads.resnet import data
 from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50
 
-# Dataset sizes a run logs before its data is read (and a dry run, which reads none): ImageNet-1k's and
-# Fashion-MNIST's. A real run replaces them with what it loaded.
-DATASET_SIZES = {"reference": (1_281_167, 50_000), "mini": (60_000, 10_000)}
 MINI_EVAL_BATCH = 2000
 REFERENCE_WORKERS = 8
 
@@ -50,11 +47,11 @@ class ResNetWorkload(Workload):
 
     @property
     def train_samples(self) -> int:
-        return (self._loaded or DATASET_SIZES[self.spec.scale])[0]
+        return (self._loaded or (self.spec.train_samples, self.spec.eval_samples))[0]
 
     @property
     def eval_samples(self) -> int:
-        return (self._loaded or DATASET_SIZES[self.spec.scale])[1]
+        return (self._loaded or (self.spec.train_samples, self.spec.eval_samples))[1]
 
     # --- model and optimizer ----------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:

@@ -118,6 +118,9 @@ REFERENCE = BenchmarkSpec(
     max_minutes=24 * 60.0,
     hparam_keys=LAMB_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_rnnt.yaml)",
+    train_samples=281_241,  # LibriSpeech train-clean-100 + 360 + other-500 utterances
+    eval_samples=2_703,  # dev-clean
+    allreduced_parameters=49_006_080,  # README.md; tests/workloads/test_rnnt_models.py counts the model
 )
 
 MINI = BenchmarkSpec(
@@ -141,6 +144,9 @@ MINI = BenchmarkSpec(
     hparam_keys=LAMB_KEYS,
     target_source="measured: README.md beside rnnt/workload.py (most-frequent-transcript guesser 0.605)",
     metric_se=0.0090,  # benchmarks/metric_error.py rnnt: WER 0.1239 at epoch 10, seed 100001, B = 200 (README.md)
+    train_samples=2_880,
+    eval_samples=400,
+    allreduced_parameters=897_286,  # README.md
 )
 
 _TUNABLE = (
@@ -160,6 +166,8 @@ _TUNABLE = (
 BENCHMARK = Benchmark(
     key="rnnt",
     title="speech recognition",
+    # The scaling model's assumption for published results: 8 x 64 = 512 samples a step on one 8-accelerator node.
+    published_batch_per_accelerator=64,
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf v2.0 (closed_rnnt.yaml and the rules' hyperparameter table): LAMB with epsilon

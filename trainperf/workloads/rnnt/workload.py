@@ -40,7 +40,6 @@ FLAVOURS = {
 REFERENCE_TRAIN = ("train-clean-100", "train-clean-360", "train-other-500")
 REFERENCE_EVAL = "dev-clean"
 REFERENCE_TOKENIZER = "librispeech1023.model"  # the reference's sentencepieces/librispeech1023.model
-DATASET_SIZES = {"reference": (281_241, 2_703), "mini": (2_880, 400)}
 MAX_SYMBOLS_PER_STEP = 30  # the reference's greedy decoder
 MAX_SYMBOLS = 300  # eval_max_prediction_symbols (closed_rnnt.yaml)
 EVAL_BATCH = 64
@@ -119,11 +118,11 @@ class RNNTWorkload(Workload):
 
     @property
     def train_samples(self) -> int:
-        return len(self.train) if self.train else DATASET_SIZES[self.spec.scale][0]
+        return len(self.train) if self.train else self.spec.train_samples
 
     @property
     def eval_samples(self) -> int:
-        return len(self.eval) if self.eval else DATASET_SIZES[self.spec.scale][1]
+        return len(self.eval) if self.eval else self.spec.eval_samples
 
     def _read(self, u: data.Utterance) -> np.ndarray:
         cached = self.audio.get(u.path)

@@ -69,6 +69,9 @@ REFERENCE = BenchmarkSpec(
     max_minutes=24 * 60.0,
     hparam_keys=REFERENCE_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_ssd.yaml)",
+    train_samples=1_170_301,  # the MLPerf OpenImages subset's train images
+    eval_samples=24_781,  # and validation images
+    allreduced_parameters=37_060_652,  # README.md
 )
 
 MINI = BenchmarkSpec(
@@ -90,11 +93,14 @@ MINI = BenchmarkSpec(
     hparam_keys=ONE_CYCLE_KEYS,
     target_source="measured: README.md beside ssd/workload.py",
     metric_se=0.0066,  # benchmarks/metric_error.py ssd: mAP 0.179 at 0.6 epoch, seed 100001, B = 200 (README.md)
+    allreduced_parameters=509_303,  # README.md
 )
 
 BENCHMARK = Benchmark(
     key="ssd",
     title="object detection (light weight)",
+    # The scaling model's assumption for published results: 8 x 32 = 256 samples a step on one 8-accelerator node.
+    published_batch_per_accelerator=32,
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division. Reference: closed_ssd.yaml fixes Adam and a weight decay of 0; batch size, rate and

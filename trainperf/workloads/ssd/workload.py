@@ -16,7 +16,6 @@ from trainperf.workloads.common.schedules import adamw_one_cycle, linear_warmup
 
 class SSDWorkload(DetectionWorkload):
     FIELDS = {"mAP": "bbox"}
-    REFERENCE_SIZES = (1_170_301, 24_781)  # the MLPerf OpenImages subset's train and validation images
     REFERENCE_IMAGE = (800, 800)
     REFERENCE_CLASSES = models.OPENIMAGES_MLPERF_CLASSES
     BACKBONE_FILE = "resnext50_32x4d.pth"

@@ -133,6 +133,9 @@ REFERENCE = BenchmarkSpec(
     hparam_keys=HPARAM_KEYS,
     target_source="MLPerf Training v2.0 rules (closed_unet3d.yaml); "
     "evaluation schedule from the rules (training_rules.adoc)",
+    train_samples=RULES_TRAIN_CASES,
+    eval_samples=42,  # KiTS19's evaluation cases in the reference's split
+    allreduced_parameters=31_190_243,  # README.md
 )
 
 MINI = BenchmarkSpec(
@@ -153,6 +156,9 @@ MINI = BenchmarkSpec(
     target_source="measured: README.md beside unet3d/workload.py",
     # benchmarks/metric_error.py unet3d: mean Dice 0.8532 at epoch 16, seed 100001, B = 200 (README.md)
     metric_se=0.019,
+    train_samples=48,  # case_00000 - case_00047 (generator.py)
+    eval_samples=16,  # case_00048 - case_00063
+    allreduced_parameters=937_131,  # README.md
 )
 
 _CLOSED = {
@@ -174,6 +180,8 @@ _CLOSED_REFERENCE = {**_CLOSED, "opt_name": OneOf(("sgd",))}
 BENCHMARK = Benchmark(
     key="unet3d",
     title="medical image segmentation",
+    # The scaling model's assumption for published results: 8 x 7 = 56 samples a step on one 8-accelerator node.
+    published_batch_per_accelerator=7,
     specs={"mini": MINI, "reference": REFERENCE},
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division: the optimizer's keys that closed_unet3d.yaml asks to be logged may change (the reference

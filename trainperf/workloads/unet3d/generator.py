@@ -33,13 +33,15 @@ import numpy as np
 from trainperf.data import verified
 from trainperf.errors import DataError
 from trainperf.fileio import atomic_write_text
+from trainperf.workloads.unet3d import MINI
 from trainperf.workloads.unet3d.data import IMAGE_FILE, LABEL_FILE
 
 SEED = 20220629  # MLPerf Training v2.0's results date, as the other generators use
 VERSION = 2
 MINI_SUBDIR = Path("unet3d") / "mini"
 MANIFEST = "manifest.json"
-TRAIN_CASES, EVAL_CASES = 48, 16  # case_00000 - case_00047 train, case_00048 - case_00063 evaluate
+# case_00000 - case_00047 train, case_00048 - case_00063 evaluate: the mini spec states the counts (__init__.py)
+TRAIN_CASES, EVAL_CASES = MINI.train_samples, MINI.eval_samples
 SPACING = (1.6, 1.2, 1.2)
 FIX = "run `trainperf data prepare unet3d` (it draws the cases again)"
 

@@ -26,7 +26,6 @@ class Flavour:
 
     filters: tuple[int, ...]
     preprocessing: data.Preprocessing
-    sizes: tuple[int, int]  # (train, eval) cases logged before the data is read (a dry run reads none)
     eval_padding: float  # the value the sliding-window evaluation pads a volume with
 
 
@@ -34,13 +33,11 @@ FLAVOURS = {
     "reference": Flavour(
         filters=(32, 64, 128, 256, 320),
         preprocessing=data.Preprocessing(min_shape=(128, 128, 128)),
-        sizes=(168, 42),
         eval_padding=-2.2,  # the reference's constant: runtime/inference.py, evaluate(): padding_val=-2.2
     ),
     "mini": Flavour(
         filters=(8, 16, 32, 64),
         preprocessing=data.Preprocessing(min_shape=(32, 32, 32)),
-        sizes=(generator.TRAIN_CASES, generator.EVAL_CASES),
         # the normalized clip floor, (-79 - 101) / 76.9 = -2.34, with which the mini target was calibrated
         eval_padding=data.Preprocessing().padding_value,
     ),
@@ -112,11 +109,11 @@ class UNet3DWorkload(Workload):
 
     @property
     def train_samples(self) -> int:
-        return (self._loaded or self.flavour.sizes)[0]
+        return (self._loaded or (self.spec.train_samples, self.spec.eval_samples))[0]
 
     @property
     def eval_samples(self) -> int:
-        return (self._loaded or self.flavour.sizes)[1]
+        return (self._loaded or (self.spec.train_samples, self.spec.eval_samples))[1]
 
     # --- model and optimizer --------------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:

@@ -31,9 +31,6 @@ class DetectionWorkload(Workload):
     NEED_MASKS = False
     FIELDS: ClassVar[dict[str, str]] = {"mAP": "bbox"}  # metric field -> COCOeval iouType
     DRY_RUN_LOCAL_BATCH = 2
-    # Sizes a run logs before its data is read (and a dry run, which reads none): (train images, val
-    # images) of the real datasets. A real run replaces them with what it loaded.
-    REFERENCE_SIZES = (0, 0)
     REFERENCE_IMAGE = (800, 800)  # (height, width) of a reference dry run's synthetic images
     REFERENCE_CLASSES: int | None = None  # categories the reference model is built for (None: not checked)
     BACKBONE_FILE = ""  # the pretrained backbone under <data-dir>/<key>/reference/ (recipe's backbone_checkpoint: "")
@@ -112,7 +109,9 @@ class DetectionWorkload(Workload):
 
     @property
     def _known_sizes(self) -> tuple[int, int]:
-        return MINI_SIZES if self.spec.scale == "mini" else self.REFERENCE_SIZES
+        """Sizes a run logs before its data is read (and a dry run, which reads none): the mini scenes', or the
+        real data set's as its spec states them. A real run replaces them with what it loaded."""
+        return MINI_SIZES if self.spec.scale == "mini" else (self.spec.train_samples, self.spec.eval_samples)
 
     def build_model(self) -> torch.nn.Module:
         if self.spec.scale == "mini":
