@@ -60,7 +60,8 @@ def train_samples(key: str) -> int:
 
 
 def published_batch_per_accelerator(key: str) -> int:
-    """The typical per-accelerator batch assumed for published results (``Benchmark.published_batch_per_accelerator``)."""
+    """The typical per-accelerator batch assumed for published results
+    (``Benchmark.published_batch_per_accelerator``)."""
     check_benchmark(key)
     batch = registry.benchmark(key).published_batch_per_accelerator
     if batch is None:
