@@ -112,7 +112,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def _only(text: str | None) -> tuple[str, ...]:
     """``--switches compile,prefetch``: the switches' names as the flags spell them, checked."""
-    from trainperf.harness.switches import FLAGS
+    from trainperf.contract.switches import FLAGS
 
     if not text:
         return ()
