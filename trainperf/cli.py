@@ -365,7 +365,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from trainperf.rules.compliance import check_log
-    from trainperf.rules.gate import printable
+    from trainperf.text import printable
 
     console = Console()
     failed = 0
