@@ -267,7 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_data(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from trainperf.data import dataset_for, mini_datasets
+    from trainperf.data.prepare import dataset_for, mini_datasets
 
     console = Console()
     keys = args.benchmarks or list(mini_datasets())
