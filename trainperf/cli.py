@@ -10,15 +10,9 @@ import sys
 from pathlib import Path
 
 from trainperf.errors import ProcessGroupFailed, RunFailed, TrainperfError, UsageError
+from trainperf.paths import DEFAULT_OUT, default_data_dir
 from trainperf.registry import BENCHMARKS
 from trainperf.spec import SCALES
-
-DEFAULT_OUT = Path("trainperf-results")
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("TRAINPERF_DATA_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "trainperf" / "data"
 
 
 def _benchmarks(names: list[str], scale: str, dry_run: bool = True) -> tuple[str, ...]:

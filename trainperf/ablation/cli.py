@@ -201,7 +201,7 @@ def print_table(console: Any, data: dict[str, Any]) -> None:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from trainperf.cli import DEFAULT_OUT, default_data_dir
+    from trainperf.paths import DEFAULT_OUT, default_data_dir
     from trainperf.registry import BENCHMARKS
 
     p = subparsers.add_parser(
