@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from trainperf import registry, seeds
-from trainperf.cli import default_data_dir
+from trainperf.paths import default_data_dir
 
 
 def rnnt_guesser(data_dir: Path) -> str:

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from trainperf import registry
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
 from trainperf.harness.torch_state import torch_state
+from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 
 

@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 
 from trainperf import registry, seeds
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import Submission, execute_run, seed_everything
+from trainperf.paths import default_data_dir
 from trainperf.results import read_mllog
 from trainperf.rules.closed import parse_overrides
 from trainperf.spec import RunConfig

@@ -26,12 +26,12 @@ import torch
 from peers import torchvision_roi_align
 
 from trainperf import registry
-from trainperf.cli import default_data_dir
 from trainperf.dist import init_from_env
 from trainperf.errors import DataError
 from trainperf.harness.runner import RunObserver, seed_everything
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
+from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from rich.console import Console
 
 from trainperf import registry
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.progress import ProgressBar
 from trainperf.harness.runner import RunObserver
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
+from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 
 

@@ -43,10 +43,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trainperf import registry, seeds
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunOutcome, Submission, execute_run
+from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 from trainperf.workloads.common.detection.evaluation import ResampledMap, coco_map, resampled
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import psutil
 
 from trainperf import registry, seeds
-from trainperf.cli import default_data_dir
 from trainperf.errors import ResultsError
+from trainperf.paths import default_data_dir
 from trainperf.results import parse_run, read_mllog
 
 

@@ -61,12 +61,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainperf import registry
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
 from trainperf.harness.runner import RunObserver, seed_everything
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
 from trainperf.harness.torch_state import torch_state
+from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 
 KEYS = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo")

@@ -31,10 +31,10 @@ from pathlib import Path
 import torch
 
 from trainperf import registry, seeds
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
 from trainperf.harness.runner import seed_everything
 from trainperf.harness.torch_state import torch_state
+from trainperf.paths import default_data_dir
 from trainperf.results import read_mllog
 from trainperf.spec import EPOCHS, SAMPLES, RunConfig
 

@@ -23,8 +23,8 @@ import torch
 from torchaudio.functional import rnnt_loss
 
 from trainperf import registry
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
+from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 from trainperf.workloads.rnnt import data
 from trainperf.workloads.rnnt.model import greedy_decode

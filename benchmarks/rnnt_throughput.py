@@ -31,11 +31,11 @@ import torch
 from peers import audio_seconds
 
 from trainperf import registry
-from trainperf.cli import default_data_dir
 from trainperf.dist import DistContext
 from trainperf.harness.runner import RunObserver
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
+from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 from trainperf.workloads.rnnt import data
 

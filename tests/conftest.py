@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from trainperf.cli import default_data_dir
+from trainperf.paths import default_data_dir
 
 # Hypothesis (tests/integration/test_fuzz_untrusted.py): CI sees the same examples on every run (derandomized, no
 # example database) and no deadline (the machine is shared). HYPOTHESIS_PROFILE=explore draws new examples each run

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import DataError
+from trainperf.text import printable
 
 # torch's weights-only unpickler names the class or function a checkpoint asks for with this word (torch 2.14)
 _NEEDS_OBJECTS = "GLOBAL"
@@ -22,8 +23,6 @@ SAVE_AS_TENSORS = "save the weights as a state dict of tensors: torch.save(model
 def load_tensors(path: Path, *, what: str) -> dict[str, Any]:
     """The state dict in the checkpoint ``path`` (``what`` names it in errors, e.g. "minigo target checkpoint")."""
     import torch
-
-    from trainperf.rules.gate import printable
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)

@@ -10,15 +10,9 @@ import sys
 from pathlib import Path
 
 from trainperf.errors import ProcessGroupFailed, RunFailed, TrainperfError, UsageError
+from trainperf.paths import DEFAULT_OUT, default_data_dir
 from trainperf.registry import BENCHMARKS
 from trainperf.spec import SCALES
-
-DEFAULT_OUT = Path("trainperf-results")
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("TRAINPERF_DATA_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "trainperf" / "data"
 
 
 def _benchmarks(names: list[str], scale: str, dry_run: bool = True) -> tuple[str, ...]:
@@ -267,7 +261,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_data(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from trainperf.data import dataset_for, mini_datasets
+    from trainperf.data.prepare import dataset_for, mini_datasets
 
     console = Console()
     keys = args.benchmarks or list(mini_datasets())
@@ -365,7 +359,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from trainperf.rules.compliance import check_log
-    from trainperf.rules.gate import printable
+    from trainperf.text import printable
 
     console = Console()
     failed = 0

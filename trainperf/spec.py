@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trainperf.harness.switches import Switches
+from trainperf.contract.switches import Switches
 from trainperf.seeds import SOURCE_FIXED
 
 if TYPE_CHECKING:  # torch is imported lazily so that `trainperf list` and `--help` never import it

@@ -17,8 +17,8 @@ from untrusted import ORG, SYSTEM, write_log
 
 import trainperf
 from trainperf import registry, seeds
+from trainperf.contract.switches import Switches
 from trainperf.harness.suite import hold_out_folder
-from trainperf.harness.switches import Switches
 from trainperf.results import parse_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from trainperf import registry
+from trainperf.contract.closed_rules import OneOf, PowerOfTwoTimes, Tunable
 from trainperf.errors import RuleError, UsageError
-from trainperf.rules.closed import OneOf, PowerOfTwoTimes, Tunable, check_overrides, parse_overrides
+from trainperf.rules.closed import check_overrides, parse_overrides
 
 
 def check(scale, division, **overrides):

@@ -32,7 +32,7 @@ def test_missing_binary_names_it_and_the_fix(tmp_path):
 def test_data_verify_reports_a_missing_opponent(tmp_path, monkeypatch):
     import functools
 
-    from trainperf.data import mini_datasets
+    from trainperf.data.prepare import mini_datasets
     from trainperf.workloads.minigo import arena
 
     minigo = mini_datasets()["minigo"]  # minigo has no data: `trainperf data verify` checks its opponent

@@ -16,11 +16,12 @@ from test_honest_runs import options, results
 from test_runner import run_once
 
 from trainperf.cli import build_parser
+from trainperf.contract.switches import Switches
 from trainperf.dist import DistContext
 from trainperf.errors import ResultsError, UsageError
 from trainperf.harness import switches as sw
 from trainperf.harness.suite import run_suite
-from trainperf.harness.switches import Prefetcher, Switches
+from trainperf.harness.switches import Prefetcher
 from trainperf.results import first_values, read_mllog
 from trainperf.spec import RunConfig
 

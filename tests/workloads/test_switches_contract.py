@@ -14,10 +14,11 @@ import torch
 from stepping import dry_workload
 
 from trainperf import registry
+from trainperf.contract.switches import Switches
 from trainperf.harness.runner import RunObserver
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
-from trainperf.harness.switches import Applied, Switches
+from trainperf.harness.switches import Applied
 from trainperf.harness.torch_state import torch_state
 
 KEYS = [k for k in registry.available() if registry.benchmark(k).available_at("mini")]

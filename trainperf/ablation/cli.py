@@ -112,7 +112,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def _only(text: str | None) -> tuple[str, ...]:
     """``--switches compile,prefetch``: the switches' names as the flags spell them, checked."""
-    from trainperf.harness.switches import FLAGS
+    from trainperf.contract.switches import FLAGS
 
     if not text:
         return ()
@@ -201,7 +201,7 @@ def print_table(console: Any, data: dict[str, Any]) -> None:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from trainperf.cli import DEFAULT_OUT, default_data_dir
+    from trainperf.paths import DEFAULT_OUT, default_data_dir
     from trainperf.registry import BENCHMARKS
 
     p = subparsers.add_parser(

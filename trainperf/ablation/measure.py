@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainperf.contract.switches import DDP_BUCKET_MB, NAMES, OPTIMIZER_IMPL, Switches
 from trainperf.harness import switches as sw
-from trainperf.harness.switches import Switches
 
 BASELINE, ALL = "baseline", "all"
 PRECISION = "precision"  # the mixed-precision configuration's "switch": --precision, not one of the switches
@@ -80,7 +80,7 @@ def switch_of(config: Configuration) -> str:
     """The one switch a single-switch configuration turns on (``precision`` for mixed precision)."""
     if config.precision is not None:
         return PRECISION
-    on = [n for n in sw.NAMES if getattr(config.switches, n) != getattr(Switches(), n)]
+    on = [n for n in NAMES if getattr(config.switches, n) != getattr(Switches(), n)]
     return on[0] if on else ""
 
 
@@ -91,11 +91,11 @@ def all_together(alone: list[Configuration]) -> Configuration:
     precision = None
     for c in alone:
         precision = c.precision or precision
-        for name in sw.NAMES:
+        for name in NAMES:
             value = getattr(c.switches, name)
             if value == getattr(Switches(), name):
                 continue
-            if name == sw.OPTIMIZER_IMPL and merged.get(name) == "fused":
+            if name == OPTIMIZER_IMPL and merged.get(name) == "fused":
                 continue
             merged[name] = value
     return Configuration(ALL, Switches(**merged), precision=precision)
@@ -260,8 +260,8 @@ def run_ablation(
 
     skipped: dict[str, str] = {}
     reasons = {**sw.device_reasons(w.device.type), **sw.workload_reasons(type(w), distributed=w.dist.distributed)}
-    if reasons.get(sw.DDP_BUCKET_MB, "").startswith("one process"):
-        reasons[sw.DDP_BUCKET_MB] += " (ablate runs in one process; compare buckets with `trainperf run --nproc N`)"
+    if reasons.get(DDP_BUCKET_MB, "").startswith("one process"):
+        reasons[DDP_BUCKET_MB] += " (ablate runs in one process; compare buckets with `trainperf run --nproc N`)"
     trainers: dict[str, _Trainer] = {}
     results: dict[str, Measured] = {}
 

@@ -34,6 +34,7 @@ import torch
 import trainperf
 from trainperf import dist as dist_mod
 from trainperf import nodes, seeds
+from trainperf.contract import switches as switch_keys
 from trainperf.dist import DistContext
 from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
 from trainperf.harness import clock, node_energy, skew
@@ -331,8 +332,8 @@ class _Run:
         load_seconds = time.perf_counter() - t
         self.optimizer, self.scheduler = w.build_optimizer(model)
         self.switches.optimizer(self.optimizer, model)  # --optimizer-impl
-        log.event(switches_mod.OPTIMIZER_IMPL_USED, self.switches.optimizer_used)
-        log.event(switches_mod.IGNORED, dict(self.switches.ignored))  # switches asked for that could not apply
+        log.event(switch_keys.OPTIMIZER_IMPL_USED, self.switches.optimizer_used)
+        log.event(switch_keys.IGNORED, dict(self.switches.ignored))  # switches asked for that could not apply
         hparams = w.hparams()
         missing = [k for k in self.spec.hparam_keys if k not in hparams]
         if missing:

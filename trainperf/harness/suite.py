@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from trainperf import registry, seeds
+from trainperf.contract import switches as switches_mod
+from trainperf.contract.switches import Switches
 from trainperf.dist import DistContext
 from trainperf.errors import NotAvailableError, ResultsError, RunFailed, RunInterrupted, TrainperfError, UsageError
 from trainperf.fileio import atomic_write_text, replace_durably
 from trainperf.harness import smoke
-from trainperf.harness import switches as switches_mod
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunObserver, RunOutcome, Submission, execute_run
-from trainperf.harness.switches import Switches
 from trainperf.results import first_values, parse_run, read_mllog
 from trainperf.rules.closed import check_overrides
 from trainperf.scoring import Score, score_results

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import ResultsError
+from trainperf.report.figures import matplotlib_parts
 
 MAX_BYTES = 1 << 20  # an ablation file is a few KiB
 MAX_CONFIGURATIONS = 64
@@ -92,9 +93,7 @@ def _count(v: Any) -> bool:
 
 def chart_png(data: dict[str, Any]) -> bytes:
     """Horizontal bars: each configuration's median speed-up over the baseline; whiskers: its repeats' range."""
-    from trainperf.report.html import _mpl
-
-    matplotlib, Figure, Canvas = _mpl()
+    matplotlib, Figure, Canvas = matplotlib_parts()
     configs = data["configurations"]
     with matplotlib.rc_context({"text.parse_math": False, "font.size": 9}):
         fig = Figure(figsize=(7.5, 1.4 + 0.4 * len(configs)), dpi=96, layout="constrained")

@@ -19,6 +19,7 @@ from trainperf.errors import ResultsError, TrainperfError, UsageError
 from trainperf.fileio import atomic_write_text, refuse_unsafe_output
 from trainperf.registry import BENCHMARKS
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect, result_roots
+from trainperf.report.figures import matplotlib_parts
 
 Group = tuple[str, str, list[tuple[int, SystemResults, BenchmarkResults]]]  # benchmark, scale, (color, sys, res)
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -65,18 +66,6 @@ def _check_price(price_per_hour: float | None) -> None:
 
 
 # --- charts -----------------------------------------------------------------------------------------
-def _mpl():
-    try:
-        import matplotlib
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise TrainperfError(
-            "the HTML report draws its charts with matplotlib, which is not installed: pip install matplotlib"
-        ) from None
-    return matplotlib, Figure, FigureCanvasAgg
-
-
 def _png(fig, canvas_cls) -> str:
     buf = io.BytesIO()
     canvas_cls(fig).print_png(buf)
@@ -85,7 +74,7 @@ def _png(fig, canvas_cls) -> str:
 
 def _grid(groups: list[Group], draw_one, *, panel_h: float = 2.2, ncols: int = 4) -> str:
     """Small multiples: one panel per (benchmark, scale), ``ncols`` to a row, drawn by ``draw_one(ax, cmap, g)``."""
-    matplotlib, Figure, Canvas = _mpl()
+    matplotlib, Figure, Canvas = matplotlib_parts()
     ncols = max(1, min(ncols, len(groups)))
     nrows = math.ceil(len(groups) / ncols)
     with matplotlib.rc_context({"text.parse_math": False, "font.size": 8}):
@@ -113,7 +102,7 @@ def _log_x(ax) -> None:
 def _time_to_train_chart(groups: list[Group]) -> str:
     """One figure for the whole report: a row per (benchmark, scale), a bar per system (its color everywhere),
     on a log scale when the scores span more than a factor of 20."""
-    matplotlib, Figure, Canvas = _mpl()
+    matplotlib, Figure, Canvas = matplotlib_parts()
     systems = {s.label: color for _, _, items in groups for color, s, _ in items}
     rows = sum(len(items) for _, _, items in groups)
     with matplotlib.rc_context({"text.parse_math": False, "font.size": 9}):
@@ -234,7 +223,7 @@ def _placement(pairs: list[tuple[SystemResults, BenchmarkResults]], history_roun
 
 def _strip_chart(strips: list[tuple[str, list[float], float]]) -> str:
     """A row per placed score: the published scores of its round as grey dots, the score as a red diamond."""
-    matplotlib, Figure, Canvas = _mpl()
+    matplotlib, Figure, Canvas = matplotlib_parts()
     with matplotlib.rc_context({"text.parse_math": False, "font.size": 8}):
         fig = Figure(figsize=(10.5, 0.8 + 0.45 * len(strips)), dpi=96, layout="constrained")
         ax = fig.add_subplot()

@@ -26,13 +26,13 @@ import io
 import json
 import os
 import stat
-import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from trainperf.registry import BENCHMARKS, benchmark
 from trainperf.system import DIVISIONS
+from trainperf.text import is_control, printable
 
 MLLOG_TOKEN = ":::MLLOG "
 # Size caps. MLPerf Training v2.0 result files are well under 1 MiB (a run logs tens to a few thousand
@@ -61,25 +61,12 @@ def shown(value: Any, limit: int = _SHOWN_CHARS) -> str:
     return printable(text)
 
 
-def printable(text: str) -> str:
-    """``text`` with every control or format character escaped (``\\x1b``), line breaks and tabs kept."""
-    if text.isprintable():  # no control character (see _first_control)
-        return text
-    return "".join(c if c in "\n\t" or not _is_control(c) else repr(c)[1:-1] for c in text)
-
-
-def _is_control(c: str) -> bool:
-    # Cc: C0/C1 controls and DEL (ESC starts terminal escapes); Cf: format characters such as the bidi
-    # overrides U+202A-U+202E that reorder text on screen; Zl/Zp: line and paragraph separators.
-    return unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
-
-
 def _first_control(text: str, allowed: str = "") -> str | None:
     """The first control character of ``text`` not in ``allowed`` (None: none). ``str.isprintable`` is False for
     every control character (and for a few others, such as non-breaking spaces), so most text is cleared at C speed."""
     if text.isprintable():
         return None
-    return next((c for c in text if c not in allowed and _is_control(c)), None)
+    return next((c for c in text if c not in allowed and is_control(c)), None)
 
 
 def name_problem(name: Any, *, file_name: bool = False) -> str | None:

@@ -89,8 +89,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from trainperf.rules.gate import printable
     from trainperf.submission.review import review
+    from trainperf.text import printable
 
     console = Console(stderr=True)
     with Progress(

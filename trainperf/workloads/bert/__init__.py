@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainperf.rules.closed import Tunable
+from trainperf.contract.closed_rules import Tunable
 from trainperf.spec import MINI_RUNAWAY_MINUTES, SAMPLES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 # The v2.0 closed keys of closed_bert.yaml (num_warmup_steps is logged with opt_learning_rate_warmup_steps'

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from trainperf.contract.closed_rules import Tunable
 from trainperf.errors import UsageError
-from trainperf.rules.closed import Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 SGD_KEYS = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.rules.closed import IntegerAtLeast, MultipleOrFractionBelow, ScaledByBatch, Tunable
+from trainperf.contract.closed_rules import IntegerAtLeast, MultipleOrFractionBelow, ScaledByBatch, Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, Recipe
 from trainperf.workloads.common.detection import MINI_SCENES
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from trainperf.errors import DataError
+from trainperf.text import printable
 
 R50_FILE = "R-50.pkl"
 R50_STAGES = (3, 4, 6, 3)  # blocks in res2..res5 (ResNet-50)
@@ -149,8 +150,6 @@ def read_c2_pickle(path: Path) -> dict[str, np.ndarray]:
     """The blobs of a Detectron C2 pickle (``{"blobs": {name: array}}`` or ``{name: array}``), read with
     ``encoding="latin1"`` as the reference reads it; ``*_momentum`` blobs (optimizer state) are left out as the
     reference leaves them out. DataError (naming the file) for anything that is not such a pickle."""
-    from trainperf.rules.gate import printable
-
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -200,8 +199,6 @@ def load_r50_into(body: Any, path: Path) -> list[str]:
     when one is missing, not a floating-point array, or of another shape.
     """
     import torch
-
-    from trainperf.rules.gate import printable
 
     blobs = read_c2_pickle(path)
     state = body.state_dict()

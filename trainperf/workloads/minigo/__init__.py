@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.rules.closed import Tunable
+from trainperf.contract.closed_rules import Tunable
 from trainperf.spec import GENERATIONS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 MINI_SIZE = 5  # board of the mini scale: 9x9 and 7x7 are out of reach in minutes (README.md)

@@ -28,6 +28,7 @@ import numpy as np
 
 from trainperf.errors import DataError
 
+BOOTSTRAP_FILE = "bootstrap.safetensors"  # the bootstrap model, in the form trainperf reads
 BOOTSTRAP_GAMES_FILE = "bootstrap_games.npz"
 BOOTSTRAP_SEED = 20220428  # one fixed seed: the same bootstrap games for every run
 ARRAYS = ("features", "policy", "outcome", "counts", "settings")
@@ -131,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from trainperf.workloads.minigo import REFERENCE_RECIPE
-    from trainperf.workloads.minigo.data import BOOTSTRAP_FILE
     from trainperf.workloads.minigo.model import reference_gonet
     from trainperf.workloads.minigo.tfweights import load_reference_weights
 

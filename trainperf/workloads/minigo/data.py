@@ -27,7 +27,6 @@ def verify_mini(data_dir: Path) -> list[str]:
     return []
 
 
-BOOTSTRAP_FILE = "bootstrap.safetensors"
 TARGET_FILE = "target.safetensors"
 
 
@@ -41,7 +40,7 @@ def write_smoke_fixture(root: Path) -> str:
     import torch
 
     from trainperf.workloads.minigo import REFERENCE_RECIPE, SMOKE_OVERRIDES
-    from trainperf.workloads.minigo.bootstrap import BOOTSTRAP_GAMES_FILE, write_bootstrap_games
+    from trainperf.workloads.minigo.bootstrap import BOOTSTRAP_FILE, BOOTSTRAP_GAMES_FILE, write_bootstrap_games
     from trainperf.workloads.minigo.model import reference_gonet
     from trainperf.workloads.minigo.tfweights import reference_arrays, write_arrays
 

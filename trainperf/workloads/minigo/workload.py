@@ -33,7 +33,7 @@ from trainperf.errors import UsageError
 from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
 from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, bootstrap, mcts
 from trainperf.workloads.minigo import reference_search as ref
-from trainperf.workloads.minigo.data import BOOTSTRAP_FILE, TARGET_FILE
+from trainperf.workloads.minigo.data import TARGET_FILE
 from trainperf.workloads.minigo.model import mini_gonet, reference_gonet
 from trainperf.workloads.minigo.tfweights import load_reference_weights
 
@@ -95,7 +95,7 @@ class MiniGoWorkload(Workload):
             self.bootstrap_model = reference_gonet()
             load_reference_weights(
                 self.bootstrap_model,
-                Path(r.bootstrap_checkpoint or folder / BOOTSTRAP_FILE),
+                Path(r.bootstrap_checkpoint or folder / bootstrap.BOOTSTRAP_FILE),
                 what="minigo reference: the bootstrap model",
             )
             self.target_model = reference_gonet()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.rules.closed import FixedBelow, OneOf, PowerOfTwoTimes, Tunable
+from trainperf.contract.closed_rules import FixedBelow, OneOf, PowerOfTwoTimes, Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
 

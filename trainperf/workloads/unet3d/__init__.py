@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from trainperf.rules.closed import OneOf, Tunable
+from trainperf.contract.closed_rules import OneOf, Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 # The v2.0 hyperparameter keys of closed_unet3d.yaml (global_batch_size, train_samples and eval_samples are
