@@ -184,8 +184,8 @@ def reviews_kept(into: list):
     """``review`` as the CLI calls it, each Review kept for the test to look at."""
     real = review_mod.review
 
-    def keep(package_dir: Path):
-        into.append(real(package_dir))
+    def keep(package_dir: Path, **options):
+        into.append(real(package_dir, **options))
         return into[-1]
 
     with mock.patch.object(review_mod, "review", keep):
