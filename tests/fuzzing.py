@@ -2,7 +2,8 @@
 reads a log the way the official MLCommons tools read it.
 
 A generated log starts from a complete mini resnet run (:func:`untrusted.log_lines`) and goes through a few
-mutations: a field set to a value of the wrong type, a time that is negative or not finite, a string with
+mutations: a field set to a value of the wrong type, a time that is negative or not finite, every time shifted
+(by 10^22 ms, to the year 3000), a string with
 ``../``, NUL, ANSI escapes or bidi characters, a record duplicated, moved or missing a field, a raw line
 with bytes that are not UTF-8, a very long or deeply nested line, duplicated JSON keys, other line endings.
 A system description starts from :func:`untrusted.system_description` and is mutated the same way.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-from untrusted import MLLOG, log_lines, system_description
+from untrusted import MLLOG, T0, log_lines, system_description
 
 from trainperf.registry import BENCHMARKS
 
@@ -158,6 +159,11 @@ MUTATIONS: st.SearchStrategy[tuple] = st.one_of(
     st.tuples(st.just("set_metadata"), st.sampled_from(["run_stop", "eval_accuracy"]), WEIRD),
     st.tuples(st.just("set_time"), st.sampled_from(["run_start", "run_stop", "eval_accuracy", "init_start"]), TIMES),
     st.tuples(st.just("swap_times"), st.sampled_from(["run_start", "eval_accuracy"]), st.just("run_stop")),
+    # every time moved: by 10^22 ms run_start and run_stop are one float; to the year 3000; back to 1970
+    st.tuples(
+        st.just("shift_times"),
+        st.one_of(st.sampled_from([10**22, 10**24, 32_503_680_000_000 - T0, -T0]), st.integers(-(10**25), 10**25)),
+    ),
     st.tuples(st.just("delete_field"), _INDEX, st.sampled_from(FIELDS)),
     st.tuples(st.just("delete_key"), st.sampled_from(HOT_KEYS)),
     st.tuples(st.just("duplicate"), _INDEX, _INDEX),
@@ -215,6 +221,10 @@ def _apply(lines: list[Any], m: tuple) -> None:
         i, j = _find(lines, m[1]), _find(lines, m[2])
         if i is not None and j is not None:
             lines[i]["time_ms"], lines[j]["time_ms"] = lines[j].get("time_ms"), lines[i].get("time_ms")
+    elif op == "shift_times":
+        for rec in lines:
+            if isinstance(rec, dict) and type(rec.get("time_ms")) is int:
+                rec["time_ms"] += m[1]
     elif op == "delete_field":
         rec = lines[m[1] % n]
         if isinstance(rec, dict):
@@ -236,7 +246,7 @@ def _apply(lines: list[Any], m: tuple) -> None:
             m[1] % (n + 1),
             {
                 "namespace": "",
-                "time_ms": 1_000_050,
+                "time_ms": T0 + 50,
                 "event_type": "POINT_IN_TIME",
                 "key": m[2],
                 "value": m[3],
@@ -367,6 +377,26 @@ def tools_view(data: bytes) -> Iterator[tuple[str, Any]]:
             yield payload, json.loads(payload)
         except (ValueError, RecursionError):
             yield payload, None
+
+
+def exact_minutes(data: bytes) -> float | None:
+    """run_stop - run_start of the first of each, in minutes, from the integers the tools' JSON holds (subtracted
+    before any division or float). Lines are found as :func:`tools_view` finds them, the last token by ``rfind``
+    (what the greedy ``.*`` reaches, in linear time: a fuzzed line may be megabytes long)."""
+    times: dict[str, Any] = {}
+    for line in io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"):
+        if MLLOG not in line:
+            continue
+        payload = (MLLOG + line[line.rfind(MLLOG) + len(MLLOG) :]).strip()[len(MLLOG) :]
+        try:
+            record = json.loads(payload)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict) and record.get("key") in ("run_start", "run_stop"):
+            times.setdefault(record["key"], record.get("time_ms"))
+    if not {"run_start", "run_stop"} <= times.keys():
+        return None
+    return (int(times["run_stop"]) - int(times["run_start"])) / 60000
 
 
 def _path_problem(value: Any) -> bool:

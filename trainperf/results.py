@@ -1,23 +1,30 @@
-"""Reading MLLOG result files back (never evaluating anything in them).
+"""Reading MLLOG result files back (never evaluating anything in them): the one MLLOG line reader.
+
+:func:`mllog_lines` reads a file's lines exactly as the official MLCommons tools read them (latin-1, universal
+newlines, the JSON after a line's last ``:::MLLOG `` token) and marks a line that another reader would read
+differently; every trainperf reader (:func:`read_mllog_lines` and :func:`parse_run` here, the gate and the
+compliance wrapper in :mod:`trainperf.rules`) goes through it. Times are exact integers of milliseconds.
 
 A result file holds one timed run: its result is ``run_stop - run_start``, and every evaluation is on
-the clock, between the two. :func:`timing_problems` finds what breaks that (a time that is not a finite
-number, ``run_start`` or ``run_stop`` logged twice, ``run_stop`` before ``run_start``, an
-``eval_accuracy`` line outside the run); :func:`record_problems` finds records of the wrong shape for
-what the reader takes from them (``run_stop`` metadata that is not an object, an ``eval_accuracy`` value
-that is not a number). :func:`parse_run` refuses such a file with a
-:class:`~trainperf.errors.ResultsError` naming the file and the line, and the compliance check
-(:mod:`trainperf.rules.compliance`) lists the timing problems as rule violations.
+the clock, between the two. :func:`timing_problems` finds what breaks that (a time that is not a whole
+number of milliseconds between 2000 and 2100, ``run_start`` or ``run_stop`` logged twice, ``run_stop``
+before ``run_start`` or more than a week after it, an ``eval_accuracy`` line outside the run);
+:func:`record_problems` finds records of the wrong shape for what the reader takes from them (``run_stop``
+metadata that is not an object, an ``eval_accuracy`` value that is not a number). :func:`parse_run` refuses
+such a file with a :class:`~trainperf.errors.ResultsError` naming the file and the line, and the compliance
+check (:mod:`trainperf.rules.compliance`) lists the timing problems as rule violations.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainperf.errors import ResultsError
 
@@ -27,28 +34,179 @@ TIMING_FIX = (
     "or was edited: restore it, or move it away and redo the run"
 )
 RECORD_FIX = "the file is damaged, or was not written by an MLPerf logger: restore it, or move it away and redo the run"
+# A plausible time_ms, in milliseconds since 1970-01-01 (UTC): MLPerf Training began in 2018, so a clock before 2000 or
+# after 2100 is a wrong clock or an edited log.
+EARLIEST_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
+LATEST_MS = 4_102_444_800_000  # 2100-01-01T00:00:00Z
+# The longest run_stop - run_start read as a result. The v2.0 rules (training_rules.adoc) bound the untimed
+# initialization (30 minutes closed, 4 hours open) but not the timed run; a week is far above any real run: the
+# slowest score MLCommons published from v0.6 to v5.1 is 1,197 minutes (20 hours; shared/data/
+# mlperf_training_results.csv), the longest of the 2,760 published v2.0 result files ran 10.1 hours (an H3C
+# minigo run), and trainperf's own runaway guard stops a reference run after 24 hours (each reference spec's
+# max_minutes).
+MAX_RUN_MS = 7 * 86_400_000
+MAX_RUN_WHY = "the slowest score MLCommons has published, v0.6 to v5.1, is 20 hours"
 ONCE = ("run_start", "run_stop")  # a run has exactly one of each: its result is run_stop - run_start
 _LINES_SHOWN = 5  # line numbers listed in one message
 _STRING_VALUES = ("submission_benchmark", "submission_platform", "trainperf_scale")  # read from their first line
 
 
-def read_mllog_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` of the file's MLLOG records, in order (line numbers count from 1)."""
+class MllogLine(NamedTuple):
+    """One line of a file that holds the MLLOG token, read as the official tools read it (a tuple: files have
+    thousands of such lines, read several times by check and review)."""
+
+    lineno: int  # the line's number, from 1, counting lines as the tools do (ended by \n, \r\n or \r)
+    text: str  # the text after the line's last token, stripped: what the tools parse as JSON (latin-1 view)
+    length: int  # the line's length in characters (one per byte), its line end included
+    record: dict[str, Any] | None  # that JSON object (strings read as UTF-8); None when it is not one
+    error: str = ""  # why ``record`` is None
+    ambiguous: str = ""  # why another reading of the line would see other records ("" when none would)
+
+
+def mllog_lines(data: bytes, *, max_line_chars: int | None = None) -> list[MllogLine]:
+    """Every line of ``data`` that holds the MLLOG token, read as mlperf-logging's tools read a result file.
+
+    The tools (``compliance_checker/mlp_parser/ruleset_*.py`` ``parse_file``, ``rcp_checker.py``
+    ``read_submission_file``; the result summarizer and the seed checker call the former) open the file with
+    ``open(f, encoding='latin-1')``: text mode with universal newlines, so a line ends at ``\n``, ``\r\n`` or
+    ``\r`` and nowhere else; they skip lines without ``:::MLLOG ``, keep ``re.sub(".*" + TOKEN, TOKEN, line)``
+    (the greedy ``.*`` runs to the line's last token), ``.strip()`` it and ``json.loads`` what follows the
+    token, a line that is not JSON being a parse error. Here the same text is parsed, once found in linear time
+    (their expression takes quadratic time), and its strings are read as UTF-8, as loggers write them (latin-1
+    and UTF-8 differ only in non-ASCII characters, which JSON allows inside strings only).
+
+    ``time_ms`` is kept exact: json gives an int for an integer literal; a float literal is read again as the
+    decimal it is written as, and becomes an int when it is a whole number (``1.65e12``), else stays that
+    :class:`~decimal.Decimal` (:func:`timing_problems` refuses it). A line longer than ``max_line_chars`` is
+    not parsed (``record`` None). A line that another reader would read differently is marked
+    (``ambiguous``, see :func:`_ambiguity`); :func:`read_mllog_lines` refuses its file, the gate refuses it.
+    """
+    other_ends = any(end in data for end in _OTHER_LINE_ENDS)
+    found = []
+    for lineno, line in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"), start=1):
+        last = line.rfind(TOKEN)
+        if last < 0:
+            continue
+        if max_line_chars is not None and len(line) > max_line_chars:
+            found.append(MllogLine(lineno, "", len(line), None, f"longer than {max_line_chars} characters"))
+            continue
+        # (TOKEN + rest).strip() without its token: the rest, stripped at its end ("" when it is all white space)
+        text = line[last + len(TOKEN) :].rstrip()
+        record, error = _parse(text)
+        if record is not None and type(record.get("time_ms")) is float:
+            record["time_ms"] = _exact_time(text)
+        plain = line.isascii() and not other_ends and line.find(TOKEN) == last  # nothing to read otherwise
+        ambiguous = "" if plain else _ambiguity(line, last, record, other_ends)
+        found.append(MllogLine(lineno, text, len(line), record, error, ambiguous))
+    return found
+
+
+# The characters other than \n and \r at which str.splitlines ends a line and the tools do not, in the UTF-8 bytes
+# a logger writes: \x0b, \x0c, \x1c-\x1e, U+0085, U+2028 and U+2029.
+_OTHER_LINE_ENDS = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+_INT_DIGITS = 30  # a float time_ms literal of more digits stays a Decimal (refused as implausible), never a huge int
+
+
+def _utf8(text: str) -> str:
+    """The latin-1 view of some bytes (one character per byte) read as the UTF-8 they are."""
+    return text if text.isascii() else text.encode("latin-1").decode("utf-8", errors="replace")
+
+
+def _parse(text: str) -> tuple[dict[str, Any] | None, str]:
+    """(the JSON object of a line's payload, or None, and why not), its strings read as UTF-8."""
+    if not text:
+        return None, "no JSON after the token"
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        record = json.loads(_utf8(text))
+    except ValueError as e:  # JSONDecodeError is a ValueError: the tools report the line as a parse error
+        return None, str(e)
+    except RecursionError:
+        return None, "nested too deeply"
+    if not isinstance(record, dict):
+        return None, "the record is not a JSON object"
+    return record, ""
+
+
+def _exact_time(text: str) -> int | Decimal | float:
+    """A float ``time_ms`` literal read exactly: an int when it is a whole number of milliseconds, else its decimal."""
+    t = json.loads(_utf8(text), parse_float=Decimal).get("time_ms")
+    if isinstance(t, Decimal) and t.is_finite() and t == t.to_integral_value() and t.adjusted() < _INT_DIGITS:
+        return int(t)
+    return t  # a Decimal that is not a whole number or is far out of range, or a NaN or Infinity float
+
+
+def _ambiguity(line: str, last: int, record: dict[str, Any] | None, other_ends: bool) -> str:
+    """Why a reader other than the tools' would read other records from ``line`` ("" when none would).
+
+    - The token twice: the tools read after the last one, a reader that takes the first reads other text.
+    - A character at which ``str.splitlines`` ends a line and the tools do not (``\x0b``, ``\x0c``,
+      ``\x1c``-``\x1e``, U+0085, U+2028, U+2029), where the pieces it makes hold other records than the line.
+    - Bytes outside ASCII that decide whether the line is a record, read as latin-1 (the tools) or as UTF-8:
+      white space such as U+00A0 at the end, which ``strip`` removes in one reading and not in the other.
+    """
+    if line.find(TOKEN) != last:
+        return (
+            f"holds the MLLOG token {TOKEN.strip()!r} {line.count(TOKEN)} times: the official tools read only the "
+            "text after the last one, and a reader that takes the first reads another record; put each record on a "
+            "line of its own (were the outputs of two processes interleaved?)"
+        )
+    beyond_ascii = not line[last:].isascii()
+    if not beyond_ascii and not other_ends:
+        return ""
+    raw = line.encode("latin-1")
+    as_utf8 = raw.decode("utf-8", errors="replace")
+    ends = [end for end in _OTHER_LINE_ENDS if end in raw] if other_ends else []
+    if ends:
+        whole, pieces = _records_of([as_utf8]), _records_of(as_utf8.splitlines())
+        if whole != pieces:
+            first = min(ends, key=raw.index).decode("utf-8")
+            return (
+                f"holds the character U+{ord(first):04X}, which the official tools read as part of "
+                f"the line and Python's str.splitlines as a line end: the line holds {len(whole)} record(s) for the "
+                f"tools and {len(pieces)} for a reader that splits it there; remove the character, and end each "
+                "record with a newline"
+            )
+    if beyond_ascii and bool(_records_of([as_utf8])) != (record is not None):
+        return (
+            "holds bytes outside ASCII that decide whether it is a record: the official tools, reading the file as "
+            f"latin-1, read {'a record' if record is not None else 'none'} there, and a reader of UTF-8 "
+            f"{'none' if record is not None else 'a record'}; remove the white space (such as U+00A0) or other "
+            "bytes outside ASCII after the record's closing brace"
+        )
+    return ""
+
+
+def _records_of(pieces: Iterable[str]) -> list[str]:
+    """The payload of each piece of text that the tools' rule reads as a record (a JSON object), to compare readings."""
+    found = []
+    for piece in pieces:
+        last = piece.rfind(TOKEN)
+        text = piece[last + len(TOKEN) :].rstrip() if last >= 0 else ""
+        if not text:
+            continue
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict):
+            found.append(text)
+    return found
+
+
+def read_mllog_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of the file's MLLOG records, in order (line numbers count from 1), read as the
+    official tools read them (:func:`mllog_lines`); lines that are not a JSON object with a ``key`` are skipped.
+    A :class:`ResultsError` names the first line that another reader would read differently."""
+    try:
+        data = path.read_bytes()
     except OSError as e:
         raise ResultsError(f"cannot read result file {path}: {e.strerror}") from None
     records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        i = line.find(TOKEN)
-        if i < 0:
-            continue
-        try:
-            rec = json.loads(line[i + len(TOKEN) :])
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        if isinstance(rec, dict) and "key" in rec:
-            records.append((lineno, rec))
+    for line in mllog_lines(data):
+        if line.ambiguous:
+            raise ResultsError(f"{path}: not read, as line {line.lineno} {line.ambiguous}")
+        if line.record is not None and "key" in line.record:
+            records.append((line.lineno, line.record))
     return records
 
 
@@ -67,17 +225,59 @@ def first_values(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return first
 
 
-def _time_ms(rec: Mapping[str, Any]) -> float | None:
-    """The record's ``time_ms`` as a float, or None when it is not a finite number."""
+def logged_ms(rec: Mapping[str, Any]) -> int | None:
+    """The record's ``time_ms`` as an exact int, or None when it is not a plausible time (:func:`time_problem`)."""
     t = rec.get("time_ms")
-    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+    return int(t) if time_problem(t) is None else None
+
+
+def _finite(t: int | float | Decimal) -> bool:
+    if isinstance(t, Decimal):
+        return t.is_finite()
+    return not isinstance(t, float) or math.isfinite(t)  # an int is finite, however large (math would overflow)
+
+
+def _whole(t: int | float | Decimal) -> bool:
+    if isinstance(t, Decimal):
+        return t == t.to_integral_value()
+    return not isinstance(t, float) or t.is_integer()
+
+
+def time_problem(t: Any) -> str | None:
+    """Why ``t`` is not the ``time_ms`` of an event of a run (None: it is), as the end of a sentence.
+
+    A time is a whole number of milliseconds since 1970 (UTC) from :data:`EARLIEST_MS` to :data:`LATEST_MS`.
+    Compared exactly: an int is never turned into a float, whose 53 bits would lose the milliseconds of a
+    time shifted far into the future (10^22 + t and 10^22 + t' are the same float).
+    """
+    if isinstance(t, bool) or not isinstance(t, int | float | Decimal) or not _finite(t):
+        return f"has time_ms {_shown(t)}, not a finite number"
+    if not _whole(t):
+        return f"has time_ms {_number(t)}, not a whole number of milliseconds (MLPerf loggers write integers)"
+    if EARLIEST_MS <= t <= LATEST_MS:
         return None
-    return float(t)
+    when = "before 2000-01-01" if t < EARLIEST_MS else "after 2100-01-01"
+    try:
+        as_float = float(t)
+    except OverflowError:
+        as_float = math.inf
+    lost = ""
+    if not math.isfinite(as_float):
+        lost = "; the official tools, which read it as a float, would read infinity"
+    elif not isinstance(t, float) and Decimal(as_float) != t:
+        lost = "; the official tools, which read it as a float, would also lose its last digits"
+    return (
+        f"has time_ms {_number(t)}, {when} (milliseconds since 1970: {EARLIEST_MS} to {LATEST_MS}): "
+        f"not a plausible time{lost}"
+    )
 
 
-def _ms(t: float) -> str:
-    """A time_ms as written in logs: whole milliseconds without an exponent."""
-    return f"{t:.0f}" if t.is_integer() else f"{t:.3f}"
+def _number(t: int | float | Decimal, limit: int = 40) -> str:
+    """A time_ms as written in logs (a whole number without an exponent), cut short."""
+    if isinstance(t, Decimal | float) and _whole(t) and abs(t) < 10**limit:
+        t = int(t)
+    text = str(t)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} digits)"
 
 
 def _shown(x: Any, limit: int = 80) -> str:
@@ -95,8 +295,9 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
 
     Checked: ``run_start`` and ``run_stop`` are logged at most once each (the official checker only warns
     about a copy with the same value); the first ``run_start`` and ``run_stop`` and every
-    ``eval_accuracy`` have a finite ``time_ms``; ``run_stop`` is not before ``run_start`` (a negative
-    duration); no ``eval_accuracy`` is timed before ``run_start`` or after ``run_stop`` (evaluation is
+    ``eval_accuracy`` have a plausible ``time_ms`` (:func:`time_problem`: a whole number of milliseconds
+    between 2000 and 2100); ``run_stop`` is not before ``run_start`` (a negative duration) nor more than
+    :data:`MAX_RUN_MS` after it; no ``eval_accuracy`` is timed before ``run_start`` or after ``run_stop`` (evaluation is
     on the clock, inside the run), unless ``after_stop``: the benchmark's reference evaluates its models
     once training is over (minigo), so evaluations after ``run_stop`` are part of its log; nor after the
     ``run_stop`` of a run that did not end with status ``success``.
@@ -115,18 +316,15 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
                 f"{key} is logged {len(found)} times (lines {where}): a run has exactly one run_start and one "
                 "run_stop, and its result is the time between them"
             )
-    bounds: dict[str, tuple[int, float]] = {}
+    bounds: dict[str, tuple[int, int]] = {}
     for key in ONCE:
         found = next(((n, rec) for n, rec in lines if rec.get("key") == key), None)
         if found is None:
             continue
-        t = _time_ms(found[1])
-        if t is None:
-            problems.append(
-                f"{key} at line {found[0]} has time_ms {_shown(found[1].get('time_ms'))}, not a finite number"
-            )
+        if (problem := time_problem(found[1].get("time_ms"))) is not None:
+            problems.append(f"{key} at line {found[0]} {problem}")
         else:
-            bounds[key] = (found[0], t)
+            bounds[key] = (found[0], logged_ms(found[1]))
     start, stop = bounds.get("run_start"), bounds.get("run_stop")
     # An evaluation after the run_stop of a run that did not succeed buys nothing (the run is not a result):
     # NVIDIA's published v2.0 rnnt logs of a diverged run evaluate once more after run_stop 'aborted'.
@@ -135,27 +333,31 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
     stop_status = stop_meta.get("status") if isinstance(stop_meta, Mapping) else None
     if start and stop and stop[1] < start[1]:
         problems.append(
-            f"run_stop at line {stop[0]} (time_ms {_ms(stop[1])}) is before run_start at line {start[0]} "
-            f"(time_ms {_ms(start[1])}): a negative duration of {(stop[1] - start[1]) / 60000.0:.4g} minutes"
+            f"run_stop at line {stop[0]} (time_ms {stop[1]}) is before run_start at line {start[0]} "
+            f"(time_ms {start[1]}): a negative duration of {(stop[1] - start[1]) / 60000:.4g} minutes"
         )
         stop = None  # one problem, not one more for each evaluation after this run_stop
-    elif start and stop and not math.isfinite(stop[1] - start[1]):
-        problems.append(f"run_stop at line {stop[0]} minus run_start at line {start[0]} is not a finite duration")
+    elif start and stop and stop[1] - start[1] > MAX_RUN_MS:
+        problems.append(
+            f"run_stop at line {stop[0]} (time_ms {stop[1]}) is {(stop[1] - start[1]) / 86_400_000:.4g} days after "
+            f"run_start at line {start[0]} (time_ms {start[1]}), over the {MAX_RUN_MS // 86_400_000} days "
+            f"({MAX_RUN_MS} ms) a run may take here ({MAX_RUN_WHY})"
+        )
     for n, rec in lines:
         if rec.get("key") != "eval_accuracy":
             continue
-        t = _time_ms(rec)
+        t = logged_ms(rec)
         if t is None:
-            problems.append(f"eval_accuracy at line {n} has time_ms {_shown(rec.get('time_ms'))}, not a finite number")
+            problems.append(f"eval_accuracy at line {n} {time_problem(rec.get('time_ms'))}")
         elif start and t < start[1]:
             problems.append(
-                f"eval_accuracy at line {n} (time_ms {_ms(t)}) is before run_start at line {start[0]} "
-                f"(time_ms {_ms(start[1])}): an evaluation outside the timed run"
+                f"eval_accuracy at line {n} (time_ms {t}) is before run_start at line {start[0]} "
+                f"(time_ms {start[1]}): an evaluation outside the timed run"
             )
         elif stop and t > stop[1] and not after_stop and stop_status == "success":
             problems.append(
-                f"eval_accuracy at line {n} (time_ms {_ms(t)}) is after run_stop at line {stop[0]} "
-                f"(time_ms {_ms(stop[1])}): an evaluation outside the timed run"
+                f"eval_accuracy at line {n} (time_ms {t}) is after run_stop at line {stop[0]} "
+                f"(time_ms {stop[1]}): an evaluation outside the timed run"
             )
     return problems
 
@@ -222,7 +424,7 @@ class LoggedRun:
     status: str | None  # None when the log has no run_stop
     minutes: float | None
     curve: list[tuple[float, float, float]]  # (minutes since run_start, progress as logged in epoch_num, quality)
-    start_ms: float | None = None  # run_start's time_ms; None when the log has no run_start
+    start_ms: int | None = None  # run_start's time_ms; None when the log has no run_start
     evaluations: list[Any] = field(default_factory=list)  # eval_accuracy values as logged: numbers or objects
     abort_reason: str | None = None  # trainperf_abort_reason: why a run that did not finish ended
 
@@ -249,10 +451,11 @@ def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset())
         first.setdefault(rec["key"], rec)
     start = first.get("run_start")
     stop = first.get("run_stop")
-    t0 = _time_ms(start) if start else None
+    t0 = logged_ms(start) if start else None  # exact ints (timing_problems found no problem with them)
+    t1 = logged_ms(stop) if stop else None
     minutes = None
-    if start and stop:
-        minutes = (float(stop["time_ms"]) - float(start["time_ms"])) / 60000.0
+    if t0 is not None and t1 is not None:
+        minutes = (t1 - t0) / 60000  # whole milliseconds subtracted exactly, divided once
     curve = []
     evaluations = []
     for rec in records:
@@ -264,7 +467,7 @@ def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset())
             value = rec["value"]
             if isinstance(value, dict):  # a multi-field metric: its first field is the headline
                 value = next(iter(value.values()), float("nan"))
-            curve.append(((float(rec["time_ms"]) - t0) / 60000.0, float(meta.get("epoch_num", 0)), float(value)))
+            curve.append(((logged_ms(rec) - t0) / 60000, float(meta.get("epoch_num", 0)), float(value)))
     status = ((stop or {}).get("metadata") or {}).get("status")
     reason = (first.get("trainperf_abort_reason") or {}).get("value")
     return LoggedRun(

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from cli_capture import run_cli
-from untrusted import MLLOG, log_lines, make_package, write_log
+from untrusted import MLLOG, T0, log_lines, make_package, write_log
 
 from trainperf.harness.suite import hold_out_folder
 
@@ -157,6 +157,36 @@ def logs(s: Scratch) -> None:
         f.truncate(64 * 2**20)
     write_log(s.root / "ansi.txt", {"submission_platform": "\x1b[32mPASS\x1b[0m"})
     write_log(s.root / "crafted.txt", {"submission_division": "../../../../tmp/x"})
+
+
+def _shifted(records: list, offset: int, keys: tuple[str, ...] | None = None) -> list:
+    for r in records:
+        if isinstance(r, dict) and (keys is None or r["key"] in keys):
+            r["time_ms"] += offset
+    return records
+
+
+@setup("log-time-shifted", "log-year-3000", "log-run-too-long", "log-token-twice", "log-line-separator")
+def implausible_times_and_lines_two_readers_read_apart(s: Scratch) -> None:
+    _write(s.root / "shifted.txt", _shifted(_records(), 10**22))
+    _write(s.root / "year3000.txt", _shifted(_records(), 32_503_680_000_000 - T0, ("run_stop",)))  # 3000-01-01
+    _write(s.root / "long-run.txt", _shifted(_records(), 8 * 86_400_000, ("run_stop",)))
+    recs = _records()
+    i = recs.index(_first(recs, "seed"))
+    recs[i] = f"{MLLOG}{json.dumps({**recs[i], 'value': 3})} {MLLOG}{json.dumps({**recs[i], 'value': 11})}"
+    _write(s.root / "two-tokens.txt", recs)
+    recs = _records()
+    _first(recs, "submission_platform")["metadata"]["note"] = "a\u2028b"
+    (s.root / "separator.txt").write_text(
+        "\n".join(MLLOG + json.dumps(r, ensure_ascii=False) if isinstance(r, dict) else r for r in recs) + "\n"
+    )
+
+
+@setup("package-time-shifted", "report-time-shifted")
+def a_package_shifted_by_10_22_ms(s: Scratch) -> None:
+    for path in sorted((make_package(s.root / "shifted") / "results" / "box" / "resnet").iterdir()):
+        lines = path.read_text().splitlines()
+        _write(path, _shifted([json.loads(ln[len(MLLOG) :]) if ln.startswith(MLLOG) else ln for ln in lines], 10**22))
 
 
 @setup("package-path-value", "package-link", "package-oversized-file", "system-bad-count", "report-over-input")

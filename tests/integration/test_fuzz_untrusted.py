@@ -5,8 +5,10 @@ tools turn into a path), never a negative or non-finite score, never a raw contr
 
 The official tools take a second or more to start, so the 1,000 examples run against trainperf's own code with
 the tools replaced by stand-ins that check what they were given (the oracle, :mod:`fuzzing`, reads files as the
-tools do); a few dozen examples then go end to end through the real tools and the command line. The profile
-(tests/conftest.py) is derandomized and database-free, so CI sees the same examples every time.
+tools do; trainperf's reader must read each line the gate lets through as the oracle does, and a run's minutes
+must be the exact difference of its logged milliseconds); a few dozen examples then go end to end through the
+real tools and the command line. The profile (tests/conftest.py) is derandomized and database-free, so CI sees the
+same examples every time.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from trainperf import system as system_mod
 from trainperf.confine import Confinement
 from trainperf.errors import TrainperfError
 from trainperf.report.collect import collect
-from trainperf.results import parse_run, read_mllog_lines
+from trainperf.results import mllog_lines, parse_run, read_mllog_lines
 from trainperf.rules import compliance, gate
 from trainperf.submission import official
 from trainperf.submission import review as review_mod
@@ -184,8 +186,8 @@ def reviews_kept(into: list):
     """``review`` as the CLI calls it, each Review kept for the test to look at."""
     real = review_mod.review
 
-    def keep(package_dir: Path):
-        into.append(real(package_dir))
+    def keep(package_dir: Path, **options):
+        into.append(real(package_dir, **options))
         return into[-1]
 
     with mock.patch.object(review_mod, "review", keep):
@@ -206,18 +208,25 @@ def test_fuzzed_logs_and_system_descriptions_in_process(log, system, trees):
         fuzzing.write(top / "systems" / f"{SYSTEM}.json", system)
     path = out / "results" / SYSTEM / "resnet" / "result_0.txt"
 
-    # the parser: a LoggedRun with a possible duration, or a ResultsError naming the line
-    read_mllog_lines(path)
+    # the parser: a LoggedRun with a possible duration, exact to the millisecond, or a ResultsError naming the line
+    with contextlib.suppress(TrainperfError):
+        read_mllog_lines(path)
     try:
         run = parse_run(path)
     except TrainperfError as e:
         assert_clean_text(gate.printable(str(e)))
     else:
         assert_score(run.minutes)
+        if run.minutes is not None:
+            assert run.minutes == fuzzing.exact_minutes(log)
 
-    # the gate: what it lets through holds no value the tools turn into a path
+    # the gate: what it lets through holds no value the tools turn into a path, and trainperf reads each of its
+    # lines as the tools do (the oracle)
     if not gate.screen_log(log):
         assert not fuzzing.path_values_reaching_the_tools(log)
+        assert [(ln.text, ln.record is not None) for ln in mllog_lines(log)] == [
+            (payload, isinstance(record, dict)) for payload, record in fuzzing.tools_view(log)
+        ]
     try:
         desc = json.loads(system.decode("utf-8"))
     except (ValueError, RecursionError):

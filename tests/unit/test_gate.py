@@ -88,13 +88,15 @@ def test_a_line_mentioning_submission_benchmark_is_read_as_the_benchmark_by_rcp_
 
 
 def test_the_gate_reads_lines_as_the_tools_do():
-    # a carriage return ends a line for the tools (universal newlines); the last ':::MLLOG ' of a line counts
+    # a carriage return ends a line for the tools (universal newlines)
     record = {"key": "submission_division", "value": "../evil", "metadata": {}}
     hidden = "junk\r" + MLLOG + json.dumps(record)
+    (refusal,) = gate.screen_log(("\n".join(log_lines()) + "\n" + hidden + "\n").encode())
+    assert "'submission_division' has value '../evil'" in refusal
+    # the tools read after a line's last ':::MLLOG ', a reader that takes the first reads {"key": "x"}: refused
     twice = MLLOG + '{"key": "x"} ' + MLLOG + json.dumps(record)
-    for line in (hidden, twice):
-        (refusal,) = gate.screen_log(("\n".join(log_lines()) + "\n" + line + "\n").encode())
-        assert "'submission_division' has value '../evil'" in refusal
+    (refusal,) = gate.screen_log(("\n".join(log_lines()) + "\n" + twice + "\n").encode())
+    assert refusal.startswith("line 39: holds the MLLOG token ':::MLLOG' 2 times: the official tools read only")
     escaped = MLLOG + json.dumps(record).replace("../", "\\u002e\\u002e\\u002f")  # JSON escapes decode the same
     assert gate.screen_log(escaped.encode()) != []
 

@@ -36,12 +36,13 @@ def make_spec(**changes) -> BenchmarkSpec:
 
 
 SPEC = make_spec()
+T0 = 1_650_000_000_000  # the first event of every log written here, in ms since 1970 (2022-04-15): a plausible time
 
 
 def write_log(path: Path, *, accuracies=(0.52, 0.95), status="success", drop=(), values=None, extra=()) -> Path:
     """A complete mini resnet run in MLLOG lines (after one line of ordinary output)."""
     values = values or {}
-    clock = iter(range(1_000_000, 2_000_000, 100))
+    clock = iter(range(T0, T0 + 1_000_000, 100))
     lines = ["ordinary stdout line that the checker ignores"]
 
     def event(key, value=None, event_type="POINT_IN_TIME", **metadata):
@@ -317,7 +318,7 @@ def test_an_evaluation_outside_the_run_is_refused_by_check_and_by_the_parser(tmp
     from trainperf.results import parse_run
 
     log = write_log(tmp_path / "run.txt")
-    t = start_ms(log) - 1 if when == "before run_start" else 10**13
+    t = start_ms(log) - 1 if when == "before run_start" else start_ms(log) + 86_400_000  # a day after run_start
     line = retime(log, "eval_accuracy", t, last=when == "after run_stop")
     result = check(log, rule_file)
     assert not result.passed
@@ -378,9 +379,9 @@ def test_a_time_that_is_not_a_number_is_refused(tmp_path, rule_file):
     from trainperf.results import timing_problems
 
     assert timing_problems(
-        [(3, {"key": "run_start", "time_ms": float("nan")}), (4, {"key": "run_stop", "time_ms": 5})]
+        [(3, {"key": "run_start", "time_ms": float("nan")}), (4, {"key": "run_stop", "time_ms": T0 + 5})]
     ) == ["run_start at line 3 has time_ms nan, not a finite number"]
-    assert timing_problems([(1, {"key": "run_start", "time_ms": 1}), (2, {"key": "run_stop", "time_ms": 1})]) == []
+    assert timing_problems([(1, {"key": "run_start", "time_ms": T0}), (2, {"key": "run_stop", "time_ms": T0})]) == []
 
 
 def test_review_makes_an_impossible_timing_a_problem_of_that_run(tmp_path):

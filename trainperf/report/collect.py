@@ -22,7 +22,7 @@ from typing import Any
 
 from trainperf import registry
 from trainperf.errors import ResultsError, TrainperfError
-from trainperf.results import parse_run, read_mllog
+from trainperf.results import logged_ms, parse_run, read_mllog
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
 
@@ -44,7 +44,7 @@ class RunResult:
     curve: list[tuple[float, float, float]]  # (minutes since run_start, progress as logged in epoch_num, quality)
     energy_joules: float | None = None
     energy_note: str = "not measured"
-    start_ms: float | None = None  # run_start's time_ms: the order of the runs for scoring
+    start_ms: int | None = None  # run_start's time_ms: the order of the runs for scoring
     evaluations: tuple[Any, ...] = ()  # the eval_accuracy values as logged (numbers, or objects of fields)
     reached_target: bool | None = None  # whether an evaluation reaches the spec's target; None: target unknown
     note: str = ""  # why the run is counted differently from its logged status; "" otherwise
@@ -317,7 +317,7 @@ def _read_run(
         # finish: not converged, as the official result_summarizer counts it. It can only lose: its evaluations are
         # not counted, and olympic scoring drops it as one of the slowest.
         last = max((_logged_ms(r) for r in records), default=logged.start_ms)
-        logged = replace(logged, status="aborted", minutes=max(0.0, (last - logged.start_ms) / 60000.0), evaluations=[])
+        logged = replace(logged, status="aborted", minutes=max(0, last - logged.start_ms) / 60000, evaluations=[])
         notes.append(f"{path.name} of {key} ends before run_stop: counted as a run that did not converge")
     if logged.benchmark is not None and logged.benchmark != key:
         raise ResultsError(f"{path} is a {logged.benchmark!r} run in the {key!r} folder: move it to its own folder")
@@ -341,10 +341,10 @@ def _read_run(
     return run, logged.scale
 
 
-def _logged_ms(rec: dict[str, Any]) -> float:
-    """A record's time_ms, or 0 when it is not a finite number (the log's last time is only a lower bound)."""
-    t = rec.get("time_ms")
-    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) else 0.0
+def _logged_ms(rec: dict[str, Any]) -> int:
+    """A record's time_ms, or 0 when it is not a plausible time (the log's last time is only a lower bound)."""
+    t = logged_ms(rec)
+    return 0 if t is None else t
 
 
 def _energy(path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> tuple[float | None, str]:

@@ -14,7 +14,6 @@ checker; the checker itself runs confined where the machine allows it (:mod:`tra
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import math
 import operator
@@ -33,13 +32,12 @@ from trainperf import registry
 from trainperf.confine import Confinement, confinement
 from trainperf.errors import DataError, NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
-from trainperf.results import ONCE, timing_problems
+from trainperf.results import ONCE, TOKEN, mllog_lines, timing_problems
 from trainperf.rules import gate, mini_rules
 from trainperf.spec import MLPERF_RULESET, SCALES
 
 CHECKER_MODULE = "mlperf_logging.compliance_checker"
 CHECKER_TIMEOUT_S = 120
-MLLOG_TOKEN = ":::MLLOG "
 TARGET_PROBLEM = "quality target not reached"  # every target problem starts with this
 # every problem found by the gate (trainperf.rules.gate) starts with this
 GATE_PROBLEM = "refused before the official checker read it"
@@ -80,6 +78,7 @@ class _Line:
     lineno: int  # 1-based line number in the file
     record: dict[str, Any] | None  # None: not valid JSON
     error: str = ""
+    text: str = ""  # the JSON text as the checker reads it (latin-1)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -100,25 +99,11 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _read_log(path: Path, data: bytes) -> list[_Line]:
-    """MLLOG records in checker order (its "line N" counts these records from 0)."""
-    lines = []
-    with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace") as f:
-        for lineno, text in enumerate(f, start=1):
-            if MLLOG_TOKEN not in text:
-                continue
-            text = text[text.rindex(MLLOG_TOKEN) + len(MLLOG_TOKEN) :].strip()  # as the checker does
-            try:
-                record = json.loads(text)
-            except (ValueError, RecursionError) as exc:
-                lines.append(_Line(lineno, None, str(exc)))
-                continue
-            if not isinstance(record, dict):
-                lines.append(_Line(lineno, None, "the record is not a JSON object"))
-            else:
-                lines.append(_Line(lineno, record))
+    """MLLOG records in checker order (its "line N" counts these records from 0), read as the checker reads them."""
+    lines = [_Line(ln.lineno, ln.record, ln.error, ln.text) for ln in mllog_lines(data)]
     if not lines:
         raise DataError(
-            f"{path} has no MLLOG lines (lines with '{MLLOG_TOKEN.strip()} {{json}}'): "
+            f"{path} has no MLLOG lines (lines with '{TOKEN.strip()} {{json}}'): "
             "is it the log of a trainperf or MLPerf run?"
         )
     return lines
@@ -428,8 +413,13 @@ def _explain_end(test: str, lines: list[_Line], benchmark: str | None) -> str:
 
 
 def _line_of(full: str, lines: list[_Line]) -> tuple[int | None, dict[str, Any]]:
+    """The line and record of a line the checker prints (its ``full_string``: the token and the JSON text)."""
+    text = full.strip()[len(TOKEN) :] if full.strip().startswith(TOKEN) else None
+    for ln in lines:
+        if ln.record is not None and ln.text == text:
+            return ln.lineno, ln.record
     try:
-        record = json.loads(full.strip()[len(MLLOG_TOKEN) :]) if full.strip().startswith(MLLOG_TOKEN) else {}
+        record = json.loads(text) if text is not None else {}
     except (ValueError, RecursionError):
         record = {}
     record = record if isinstance(record, dict) else {}

@@ -16,13 +16,14 @@ package under review. ``rcp_checker`` takes the value of *any* MLLOG line whose 
 
 So before an official tool sees a file, every value that reaches a path is checked against what the
 v2.0 rules allow, and nothing the tools read may carry a path separator, ``..`` or a control character.
-The file is read the way the tools read it (latin-1, universal newlines, the text after the last
-``:::MLLOG `` of a line, parsed as JSON), so the gate sees what they see. Nothing is evaluated.
+The file is read the way the tools read it (:func:`trainperf.results.mllog_lines`: latin-1, universal
+newlines, the text after the last ``:::MLLOG `` of a line, parsed as JSON), so the gate sees what they see, and a
+line that another reader would read otherwise (the token twice, a line end of Python's ``str.splitlines`` that the
+tools do not see) is refused. Nothing is evaluated.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import stat
@@ -31,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.registry import BENCHMARKS, benchmark
+from trainperf.results import mllog_lines
 from trainperf.system import DIVISIONS
 from trainperf.text import is_control, printable
 
-MLLOG_TOKEN = ":::MLLOG "
 # Size caps. MLPerf Training v2.0 result files are well under 1 MiB (a run logs tens to a few thousand
 # lines) and a system description a few KiB; the caps leave ample room and stop a huge (or sparse) file
 # from being read at all: the apparent size is checked before a byte is read.
@@ -113,21 +114,6 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.4g} MiB" if n >= 2**20 else f"{n} bytes"
 
 
-def _lines(data: bytes) -> Iterator[tuple[int, str, int]]:
-    """(line number from 1, the text after the line's last ``:::MLLOG `` token, stripped, the line's length), as
-    the tools read it; the text is ``""`` for a line longer than :data:`MAX_LINE_CHARS` (refused unread).
-
-    mlp_parser and rcp_checker open the file with ``encoding='latin-1'`` in text mode (universal newlines),
-    skip lines without the token, keep ``re.sub(".*" + TOKEN, TOKEN, line).strip()`` and parse what
-    follows the token as JSON. A line holds no newline before its end, so that is the text after the last
-    token, found here in linear time (the tools' regular expression takes quadratic time).
-    """
-    for lineno, line in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"), start=1):
-        if MLLOG_TOKEN in line:
-            text = "" if len(line) > MAX_LINE_CHARS else line[line.rindex(MLLOG_TOKEN) + len(MLLOG_TOKEN) :].strip()
-            yield lineno, text, len(line)
-
-
 def _strings(obj: Any) -> Iterator[str]:
     """Every string in a JSON document (object keys too), without recursion."""
     stack = [obj]
@@ -157,13 +143,17 @@ def screen_log(data: bytes) -> list[str]:
     def refuse(lineno: int, key: Any, value: Any, why: str) -> None:
         refusals.append(f"line {lineno}: {shown(key)} has value {shown(value)}, which {why}")
 
-    for lineno, payload, length in _lines(data):
-        if length > MAX_LINE_CHARS:
+    for line in mllog_lines(data, max_line_chars=MAX_LINE_CHARS):
+        lineno, payload = line.lineno, line.text
+        if line.length > MAX_LINE_CHARS:
             refusals.append(
-                f"line {lineno}: an MLLOG line of {length} characters, over the {MAX_LINE_CHARS} allowed: the official "
-                "tools read a line in a time that grows with the square of its length (100 KB: 8 s; 1 MB: about 14 "
-                "minutes), and an MLPerf event is a few hundred characters"
+                f"line {lineno}: an MLLOG line of {line.length} characters, over the {MAX_LINE_CHARS} allowed: the "
+                "official tools read a line in a time that grows with the square of its length (100 KB: 8 s; 1 MB: "
+                "about 14 minutes), and an MLPerf event is a few hundred characters"
             )
+            continue
+        if line.ambiguous:
+            refusals.append(f"line {lineno}: {line.ambiguous}")
             continue
         seen = _as_utf8(payload)
         if bad := _first_control(seen, allowed="\t"):
@@ -179,10 +169,7 @@ def screen_log(data: bytes) -> list[str]:
         if not isinstance(record, dict):
             continue
         key, value = record.get("key"), record.get("value")
-        try:
-            readable = json.loads(seen)
-        except (ValueError, RecursionError):
-            readable = record
+        readable = line.record if line.record is not None else record  # the record with its strings read as UTF-8
         if (text := next((s for s in _strings(readable) if _first_control(s)), None)) is not None:
             bad = _first_control(text)
             refusals.append(
