@@ -425,7 +425,9 @@ def path_values_reaching_the_tools(data: bytes) -> list[str]:
 
 
 def system_path_values(data: bytes) -> list[str]:
-    """Fields of a system description that the tools put in a path and that would leave the folder."""
+    """Fields of a system description that the tools put in a path and that would leave the folder. Not
+    system_name: mlperf-logging 4.1.68 opens no path made from it (result_summarizer's links take the file's name,
+    system_desc_checker only prints a link), and a published v2.0 name holds '/'."""
     try:
         desc = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):
@@ -434,7 +436,7 @@ def system_path_values(data: bytes) -> list[str]:
         return []
     return [
         f"{f} {desc[f]!r}"
-        for f in ("submitter", "division", "system_name")
+        for f in ("submitter", "division")
         if f in desc and isinstance(desc[f], str) and _path_problem(desc[f])
     ]
 

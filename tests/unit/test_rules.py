@@ -367,10 +367,11 @@ def test_an_evaluation_after_the_run_stop_of_a_failed_run_is_read(tmp_path):
     text = log.read_text(encoding="utf-8")
     assert text.count('"status": "success"') == 1
     log.write_text(text.replace('"status": "success"', '"status": "aborted"'), encoding="utf-8")
-    retime(log, "eval_accuracy", 10**13, last=True)
+    later = start_ms(log) + 3_600_000  # an hour after run_start, after its run_stop
+    retime(log, "eval_accuracy", later, last=True)
     assert parse_run(log).status == "aborted"
     success = write_log(tmp_path / "success.txt")
-    retime(success, "eval_accuracy", 10**13, last=True)
+    retime(success, "eval_accuracy", later, last=True)
     with pytest.raises(ResultsError, match="after run_stop"):
         parse_run(success)
 
