@@ -1,6 +1,8 @@
-"""bert at the reference scale without the real data: a dry run (synthetic batches) and a smoke run (a tiny
-fixture in the packed HDF5 layout and a reference checkpoint with TensorFlow names, read by the real loader,
-three real steps of BERT-large and a full evaluation). Both fail ruleset 2.0.0 only on the quality target."""
+"""bert at the reference scale without the real data: a smoke run (a tiny fixture in the packed HDF5 layout and a
+reference checkpoint with TensorFlow names, read by the real loader, three real steps of BERT-large and a full
+evaluation) fails ruleset 2.0.0 only on the quality target. The dry run's log is the same but for its synthetic
+batches, so the smoke run's judgement stands for both (and CI's minute for one run of BERT-large); the v2.0
+evaluation cadence is pinned in tests/unit/test_v2_rules_tables.py."""
 
 from __future__ import annotations
 
@@ -42,13 +44,3 @@ def test_reference_smoke_run_reads_the_packed_hdf5_and_the_checkpoint(tmp_path):
     assert first["opt_learning_rate_training_steps"] == 107_538 and first["num_warmup_steps"] == 1562
     assert parse_run(log).status == "aborted"  # never a result
     assert json.loads((out / "trainperf.json").read_text())["kind"] == "smoke run"
-
-
-def test_reference_dry_run_fails_ruleset_2_only_on_the_target(tmp_path):
-    out = tmp_path / "o"
-    r = trainperf("run", "bert", "--scale", "reference", "--dry-run", "--out", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    log = _judged(out)
-    # the v2.0 evaluation cadence at the dry run's batch: FLOOR(0.05 * (230.23 * 2 + 3e6), 25000) = 150,000
-    first = first_values(read_mllog(log))
-    assert first["global_batch_size"] == 2
