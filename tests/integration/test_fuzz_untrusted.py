@@ -145,6 +145,9 @@ def official_tools_replaced(calls: list[str]):
         calls.append("compliance_checker")
         return 0, "", "", Confinement((), NOT_RUN)
 
+    def batch(items: list, config: Path | None) -> list:  # review checks a benchmark's files in one process
+        return [checker(item.data, item.path.name, config) for item in items]
+
     def package_checker(org_dir: Path, workdir: Path) -> official.PackageCheck:
         assert_safe_for_the_tools(org_dir)
         calls.append("package_checker")
@@ -174,6 +177,7 @@ def official_tools_replaced(calls: list[str]):
     with (
         mock.patch.object(system_mod, "_official_problems", system_desc_checker),
         mock.patch.object(compliance, "_run_checker", checker),
+        mock.patch.object(compliance, "_run_batch", batch),
         mock.patch.object(official, "run_package_checker", package_checker),
         mock.patch.object(official, "run_rcp_checker", rcp_checker),
         mock.patch.object(official, "run_result_summarizer", summarizer),

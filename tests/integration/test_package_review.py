@@ -157,8 +157,11 @@ def _lower_last_accuracy(pkg: Path) -> tuple[str, ...]:
 
 
 def _delete_run_stop(pkg: Path) -> tuple[str, ...]:
+    """Two runs that never ended: olympic scoring drops one non-converged run (a published Lenovo v2.0 unet3d log
+    ends before its run_stop), not two."""
     _edit(_results(pkg) / "result_1.txt", "run_stop", lambda r: None)
-    return ("result_1.txt", "'run_stop'")
+    _edit(_results(pkg) / "result_3.txt", "run_stop", lambda r: None)
+    return ("2 runs stopped without reaching the target", "result_1.txt", "result_3.txt")
 
 
 def _duplicate_seed(pkg: Path) -> tuple[str, ...]:
