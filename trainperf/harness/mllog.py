@@ -28,6 +28,13 @@ _ROOT = str(Path(__file__).resolve().parents[2]) + "/"  # log call sites relativ
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+def mlperf_division(division: str, scale: str) -> str:
+    """The MLPerf division a run declares (``submission_division``, and its system JSON): its own at the
+    reference scale; ``open`` for a mini run, since the v2.0 closed rule files enforce the reference targets.
+    trainperf's own division is logged separately as ``trainperf_division``."""
+    return division if scale == "reference" else "open"
+
+
 def _open_log(path: Path) -> TextIO:
     """A new file at ``path``, opened for writing text (tests replace this to inject write errors)."""
     fd = os.open(path, _CREATE_FLAGS, 0o644)

@@ -40,7 +40,8 @@ from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, T
 from trainperf.harness import clock, node_energy, skew
 from trainperf.harness import precision as precision_mod
 from trainperf.harness import switches as switches_mod
-from trainperf.harness.mllog import RunLog, constants
+from trainperf.harness.energy import EnergyMeter
+from trainperf.harness.mllog import RunLog, constants, mlperf_division
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
 from trainperf.harness.torch_state import torch_state
@@ -257,21 +258,37 @@ class _Run:
         stop_ms = round(clock.local_ms())  # no collective: another rank may be gone
         self.log.event("trainperf_abort_reason", reason)
         self.log.end(constants.RUN_STOP, metadata={"status": "aborted"}, time_ms=stop_ms)
+        progress = self.stepper.progress if self.stepper is not None else 0.0
+        return self._outcome("aborted", reason, start_ms, stop_ms, progress, init_seconds, self.load_seconds)
+
+    def _outcome(
+        self,
+        status: str,
+        reason: str,
+        start_ms: int,
+        stop_ms: int,
+        progress: float,
+        init_seconds: float,
+        load_seconds: float,
+        **measured: Any,
+    ) -> RunOutcome:
+        """What a run ended with; ``measured``: the figures only a finished run has (throughput, energy, ...)."""
         return RunOutcome(
             benchmark=self.spec.key,
             scale=self.spec.scale,
             seed=self.config.seed,
-            status="aborted",
+            status=status,
             reason=reason,
             minutes=(stop_ms - start_ms) / 60000.0,
             unit=self.spec.unit,
-            progress=self.stepper.progress if self.stepper is not None else 0.0,
+            progress=progress,
             quality=self.quality,
             curve=self.curve,
             init_seconds=init_seconds,
-            load_seconds=self.load_seconds,
+            load_seconds=load_seconds,
             peak_rss_mib=_peak_rss_mib(),
             start_ms=start_ms,
+            **measured,
         )
 
     # --- the parts of a run, in order ----------------------------------------------------------------
@@ -279,9 +296,7 @@ class _Run:
         log, spec, config = self.log, self.spec, self.config
         log.event(constants.SUBMISSION_BENCHMARK, spec.key)
         log.event(constants.SUBMISSION_ORG, submission.org)
-        # Mini runs are logged as MLPerf division "open": the v2.0 closed rule files enforce the reference
-        # targets. trainperf's own division is logged separately as ``trainperf_division``.
-        log.event(constants.SUBMISSION_DIVISION, config.division if spec.scale == "reference" else "open")
+        log.event(constants.SUBMISSION_DIVISION, mlperf_division(config.division, spec.scale))  # mini: "open"
         log.event(constants.SUBMISSION_STATUS, submission.status)
         log.event(constants.SUBMISSION_PLATFORM, submission.platform)
         log.event("trainperf_version", trainperf.__version__)
@@ -440,25 +455,18 @@ class _Run:
             self.log.event("trainperf_abort_reason", reason)
         self.log.end(constants.RUN_STOP, metadata={"status": status}, time_ms=stop_ms)
         samples = stepper.optimizer_steps * self.w.global_batch_size
-        outcome = RunOutcome(
-            benchmark=self.spec.key,
-            scale=self.spec.scale,
-            seed=self.config.seed,
-            status=status,
-            reason=reason,
-            minutes=(stop_ms - start_ms) / 60000.0,
-            unit=self.spec.unit,
-            progress=stepper.progress,
-            quality=self.quality,
-            curve=self.curve,
-            init_seconds=init_seconds,
-            load_seconds=load_seconds,
+        outcome = self._outcome(
+            status,
+            reason,
+            start_ms,
+            stop_ms,
+            stepper.progress,
+            init_seconds,
+            load_seconds,
             harness_overhead=max(0.0, (total - self.inside) / total) if total > 0 else 0.0,
-            peak_rss_mib=_peak_rss_mib(),
             samples_per_second=samples / total if total > 0 else 0.0,
             energy_joules=reading.joules if reading is not None else None,
             energy_note=reading.note if reading is not None else "not measured on this rank",
-            start_ms=start_ms,
         )
         self.obs.run_stopped(outcome)
         return outcome
@@ -471,8 +479,6 @@ def _energy_meter(dist: DistContext):
     """
     if not node_energy.meters_here(dist):
         return None
-    from trainperf.harness.energy import EnergyMeter
-
     meter = EnergyMeter()
     meter.start()
     return meter
