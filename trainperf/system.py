@@ -7,22 +7,37 @@ The fields, the ``status`` values and the check itself come from the official
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
-import platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from trainperf.errors import ResultsError, UsageError
 from trainperf.fileio import atomic_write_text
+from trainperf.host import (
+    NOT_APPLICABLE,
+    UNKNOWN,
+    accelerators,
+    cache_text,
+    cpu_caches,
+    cpu_frequency,
+    cpu_model,
+    csv_safe,
+    host_processors,
+    logical_cpus,
+    operating_system,
+    physical_cores,
+    size_text,
+    software_stack,
+    storage_type,
+    trainperf_version,
+    version,
+)
 
 # Ruleset the official checker is run against; ``status`` values are enforced from 4.0 on.
 CHECKER_USAGE = "training"
@@ -94,8 +109,6 @@ CSV_FIELDS = (
     "framework",
 )
 
-UNKNOWN = "unknown"
-NOT_APPLICABLE = "N/A"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # a plain file name: no '/', no leading '.'
 SAFE_ORG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the top folder of a package (trainperf package)
 MAX_NAME = 200  # systems/<name>.json must stay under the 255-byte file-name limit
@@ -121,16 +134,6 @@ def check_org_name(org: str) -> str:
             f"most {MAX_NAME} characters, e.g. --org my-lab"
         )
     return org
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Accelerators:
-    count: int
-    name: str = NOT_APPLICABLE
-    memory_bytes: int = 0
-    clock_khz: int = 0
-    l2_bytes: int = 0
-    bus_width_bits: int = 0
 
 
 def describe_system(
@@ -161,10 +164,10 @@ def describe_system(
     else:
         check_system_name(system_name)
 
-    sockets = _host_processors()
-    acc = _accelerators()
+    sockets = host_processors()
+    acc = accelerators()
     single = nodes == 1
-    torch_version = _version("torch")
+    torch_version = version("torch")
     framework = f"PyTorch {torch_version.split('+')[0]}" if torch_version else "PyTorch (not installed)"
     has_acc = acc.count > 0
     acc_many = acc.count > 1
@@ -179,27 +182,27 @@ def describe_system(
         "system_name": system_name,
         "number_of_nodes": str(nodes),
         "host_processors_per_node": str(sockets),
-        "host_processor_model_name": _csv_safe(_cpu_model()),
-        "host_processor_core_count": str(_physical_cores() // sockets or _physical_cores()),
-        "host_processor_vcpu_count": str(_logical_cpus() // sockets or _logical_cpus()),
-        "host_processor_frequency": _cpu_frequency(),
-        "host_processor_caches": _cpu_caches(),
+        "host_processor_model_name": csv_safe(cpu_model()),
+        "host_processor_core_count": str(physical_cores() // sockets or physical_cores()),
+        "host_processor_vcpu_count": str(logical_cpus() // sockets or logical_cpus()),
+        "host_processor_frequency": cpu_frequency(),
+        "host_processor_caches": cpu_caches(),
         "host_processor_interconnect": NOT_APPLICABLE if sockets == 1 else UNKNOWN,
-        "host_memory_capacity": _size_text(psutil.virtual_memory().total),
-        "host_storage_type": _storage_type(Path.cwd()),
-        "host_storage_capacity": _size_text(shutil.disk_usage(Path.cwd()).total),
+        "host_memory_capacity": size_text(psutil.virtual_memory().total),
+        "host_storage_type": storage_type(Path.cwd()),
+        "host_storage_capacity": size_text(shutil.disk_usage(Path.cwd()).total),
         "host_networking": NOT_APPLICABLE if single else UNKNOWN,
         "host_networking_topology": NOT_APPLICABLE if single else UNKNOWN,
         "host_memory_configuration": UNKNOWN,
         "accelerators_per_node": str(acc.count),
-        "accelerator_model_name": _csv_safe(acc.name) if has_acc else NOT_APPLICABLE,
+        "accelerator_model_name": csv_safe(acc.name) if has_acc else NOT_APPLICABLE,
         "accelerator_host_interconnect": acc_field(UNKNOWN),
         "accelerator_frequency": acc_field(f"{acc.clock_khz // 1000} MHz" if acc.clock_khz else UNKNOWN),
-        "accelerator_on-chip_memories": acc_field(f"L2 {_cache_text(acc.l2_bytes)}" if acc.l2_bytes else UNKNOWN),
+        "accelerator_on-chip_memories": acc_field(f"L2 {cache_text(acc.l2_bytes)}" if acc.l2_bytes else UNKNOWN),
         "accelerator_memory_configuration": acc_field(
             f"{acc.bus_width_bits}-bit bus" if acc.bus_width_bits else UNKNOWN
         ),
-        "accelerator_memory_capacity": acc_field(_size_text(acc.memory_bytes)),
+        "accelerator_memory_capacity": acc_field(size_text(acc.memory_bytes)),
         "accelerator_interconnect": UNKNOWN if acc_many else NOT_APPLICABLE,
         "accelerator_interconnect_topology": UNKNOWN if acc_many else NOT_APPLICABLE,
         "cooling": NOT_APPLICABLE,
@@ -208,9 +211,9 @@ def describe_system(
             "'unknown' marks what it could not read. Sizes are in GiB, written GB."
         ),
         "framework": framework,
-        "other_software_stack": _software_stack(torch_version),
-        "operating_system": _operating_system(),
-        "sw_notes": f"Benchmarks run with trainperf {_trainperf_version()}.",
+        "other_software_stack": software_stack(torch_version),
+        "operating_system": operating_system(),
+        "sw_notes": f"Benchmarks run with trainperf {trainperf_version()}.",
     }
 
 
@@ -219,14 +222,14 @@ def default_system_name(*, nodes: int = 1) -> str:
 
     More than one node appends ``_n<nodes>``. No hostname, so the same hardware gets the same name.
     """
-    acc = _accelerators()
+    acc = accelerators()
     if acc.count:
         model = re.sub(r"^NVIDIA\s+", "", acc.name)
         name = f"{acc.count}x{model}"
     else:
-        sockets = _host_processors()
-        model = re.sub(r"\((R|TM|tm)\)|\bCPU\b|\bProcessor\b|@.*$", " ", _cpu_model())
-        cores = _physical_cores() // sockets or _physical_cores()
+        sockets = host_processors()
+        model = re.sub(r"\((R|TM|tm)\)|\bCPU\b|\bProcessor\b|@.*$", " ", cpu_model())
+        cores = physical_cores() // sockets or physical_cores()
         name = f"{sockets}xCPU-{cores}c-{model}"
     name = re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-.")
     if nodes > 1:
@@ -332,202 +335,3 @@ def _official_problems(path: Path, contents: dict, where: str) -> list[str]:
     if not problems:
         problems.append(f"{where}: system_desc_checker: {failed[0].split(' - ', 1)[-1].strip()}")
     return problems
-
-
-# --- facts about this machine ------------------------------------------------------------------
-
-
-def _cpuinfo() -> list[tuple[str, str]]:
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    pairs = []
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            pairs.append((key.strip(), value.strip()))
-    return pairs
-
-
-def _cpu_model() -> str:
-    for key, value in _cpuinfo():
-        if key in ("model name", "Model Name", "cpu model") and value:
-            return " ".join(value.split())
-    return platform.processor() or platform.machine() or UNKNOWN
-
-
-def _host_processors() -> int:
-    ids = {value for key, value in _cpuinfo() if key == "physical id"}
-    return len(ids) or 1
-
-
-def _logical_cpus() -> int:
-    return psutil.cpu_count(logical=True) or os.cpu_count() or 1
-
-
-def _physical_cores() -> int:
-    return psutil.cpu_count(logical=False) or _logical_cpus()
-
-
-def _cpu_frequency() -> str:
-    mhz = 0.0
-    try:
-        freq = psutil.cpu_freq()
-    except (OSError, NotImplementedError, RuntimeError):
-        freq = None
-    if freq is not None:
-        mhz = freq.max or freq.current or 0.0
-    if not mhz:
-        for key, value in _cpuinfo():
-            if key == "cpu MHz":
-                try:
-                    mhz = float(value)
-                except ValueError:
-                    continue
-                break
-    return f"{mhz:.0f} MHz" if mhz else UNKNOWN
-
-
-def _csv_safe(text: str) -> str:
-    """``text`` without commas: the checker joins some fields into one CSV row."""
-    return " ".join(text.replace(",", " ").split())
-
-
-def _cpu_caches() -> str:
-    """Caches seen by cpu0, e.g. ``L1d 48 KiB, L1i 32 KiB, L2 2 MiB, L3 105 MiB``."""
-    kinds = {"Data": "d", "Instruction": "i", "Unified": ""}
-    entries = []
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level = (index / "level").read_text().strip()
-            kind = (index / "type").read_text().strip()
-            size = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        match = re.fullmatch(r"(\d+)([KMG]?)", size)
-        if not match:
-            continue
-        scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
-        entries.append((int(level), kind, f"L{level}{kinds.get(kind, '')} {_cache_text(int(match.group(1)) * scale)}"))
-    return ", ".join(text for _, _, text in sorted(entries)) or UNKNOWN
-
-
-def _cache_text(size: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if (size >= scale and size % scale == 0) or size >= 10 * scale:
-            return f"{round(size / scale)} {unit}"
-    return f"{size} B"
-
-
-def _size_text(size: int) -> str:
-    """Memory and disk sizes as MLPerf submissions write them: binary units named GB/TB."""
-    if size >= 2**40:
-        return f"{size / 2**40:.1f} TB".replace(".0 TB", " TB")
-    return f"{round(size / 2**30)} GB"
-
-
-def _storage_type(folder: Path) -> str:
-    """Kind of disk under ``folder``: ``NVMe SSD``, ``SSD``, ``HDD``, ``virtio disk`` or unknown."""
-    try:
-        mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
-    except OSError:
-        return UNKNOWN
-    folder = folder.resolve()
-    best: list[str] | None = None
-    for fields in mounts:
-        if len(fields) < 3:
-            continue
-        mount = Path(fields[1].replace("\\040", " "))
-        if (folder == mount or mount in folder.parents) and (best is None or len(fields[1]) > len(best[1])):
-            best = fields
-    if best is None or not best[0].startswith("/dev/"):
-        return f"{UNKNOWN} ({best[2]})" if best else UNKNOWN
-    device, fstype = Path(best[0]).resolve().name, best[2]
-    block = Path("/sys/class/block") / device
-    if (block / "partition").exists():
-        block = block.resolve().parent
-    name = block.name
-    if name.startswith("nvme"):
-        kind = "NVMe SSD"
-    elif name.startswith(("vd", "xvd")):
-        kind = "virtio disk"
-    else:
-        try:
-            kind = {"0": "SSD", "1": "HDD"}.get((block / "queue" / "rotational").read_text().strip(), UNKNOWN)
-        except OSError:
-            kind = UNKNOWN
-    return f"{kind} ({fstype})"
-
-
-def _accelerators() -> _Accelerators:
-    try:
-        import torch  # lazy: describing a CPU-only machine should not pay for CUDA
-    except ImportError:
-        return _Accelerators(count=0)
-    if not torch.cuda.is_available():
-        return _Accelerators(count=0)
-    count = torch.cuda.device_count()
-    if count == 0:
-        return _Accelerators(count=0)
-    props = torch.cuda.get_device_properties(0)
-    names = {torch.cuda.get_device_properties(i).name for i in range(count)}
-    return _Accelerators(
-        count=count,
-        name=" + ".join(sorted(names)),
-        memory_bytes=int(props.total_memory),
-        clock_khz=int(getattr(props, "clock_rate", 0) or 0),
-        l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0),
-        bus_width_bits=int(getattr(props, "memory_bus_width", 0) or 0),
-    )
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
-def _software_stack(torch_version: str) -> str:
-    parts = [f"Python {platform.python_version()}"]
-    if torch_version:
-        parts.append(f"torch {torch_version}")
-        try:
-            import torch
-
-            if torch.version.cuda:
-                parts.append(f"CUDA {torch.version.cuda} (torch build)")
-            if torch.backends.cudnn.is_available() and torch.backends.cudnn.version():
-                parts.append(f"cuDNN {_cudnn_text(torch.backends.cudnn.version())}")
-        except ImportError:
-            pass
-    for dist in ("torchvision", "mlperf-logging"):
-        parts.append(f"{dist} {_version(dist) or 'not installed'}")
-    parts.append(f"trainperf {_trainperf_version()}")
-    return ", ".join(parts)
-
-
-def _trainperf_version() -> str:
-    import trainperf  # already imported: this module lives inside it
-
-    return _version("trainperf") or getattr(trainperf, "__version__", "") or "(version unknown: not installed)"
-
-
-def _cudnn_text(version: int) -> str:
-    """cuDNN's integer version as text: 92400 -> 9.24.0 (cuDNN 9), 8902 -> 8.9.2 (cuDNN 8)."""
-    if version >= 90000:
-        return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
-    return f"{version // 1000}.{version // 100 % 10}.{version % 100}"
-
-
-def _operating_system() -> str:
-    pretty = ""
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                pretty = line.partition("=")[2].strip().strip('"')
-    except OSError:
-        pass
-    kernel = f"{platform.system()} {platform.release()}".strip()
-    return f"{pretty} (kernel {kernel})" if pretty else platform.platform() or UNKNOWN

@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trainperf.results",
             "trainperf.scoring",
             "trainperf.system",
+            "trainperf.host",
             "trainperf.rules",
             "trainperf.history",
             "trainperf.scaling",

@@ -5,13 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
+from trainperf import registry
+from trainperf.ablation.measure import PRECISION, run_ablation, to_json
+from trainperf.contract.switches import FLAGS
 from trainperf.errors import ResultsError, UsageError
-from trainperf.spec import SCALES
+from trainperf.fileio import atomic_write_bytes, atomic_write_text
+from trainperf.host import cpu_model
+from trainperf.paths import DEFAULT_OUT, default_data_dir
+from trainperf.registry import BENCHMARKS
+from trainperf.report.ablation import chart_png
+from trainperf.rules.closed import parse_overrides
+from trainperf.spec import SCALES, RunConfig
 
 ABLATION_DIR = "ablation"  # <out>/ablation/<benchmark>-<scale>.json and .png
 DEFAULTS = {"steps": 20, "repeats": 5, "warmup_steps": 3, "prefetch": 2}
@@ -35,9 +48,6 @@ def _check(args: argparse.Namespace) -> None:
 
 def cmd_ablate(args: argparse.Namespace) -> int:
     _check(args)
-    from trainperf import registry
-    from trainperf.rules.closed import parse_overrides
-
     spec = registry.get_spec(args.benchmark, args.scale)  # unknown or unavailable: a clear error
     overrides = parse_overrides(args.set)
     recipe = registry.default_recipe(args.benchmark, args.scale).with_overrides(overrides)
@@ -53,22 +63,17 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ResultsError(f"cannot make {json_path.parent}: {e.strerror or e}; choose another --out") from None
 
-    import torch
-    from rich.console import Console
+    import torch  # torch and the harness: imported once the options are known good, never for --help
 
     from trainperf import dist as dist_mod
-    from trainperf.ablation.measure import run_ablation, to_json
+    from trainperf.harness import precision as precision_mod
     from trainperf.harness.runner import check_batch, seed_everything
     from trainperf.harness.torch_state import torch_state
-    from trainperf.report.ablation import chart_png
-    from trainperf.spec import RunConfig
 
     console = Console(quiet=args.quiet)
     dist = dist_mod.DistContext(device=_device())
     threads = args.threads or max(1, os.cpu_count() or 1)
     check_batch(cls, spec, recipe, dist)
-    from trainperf.harness import precision as precision_mod
-
     precision_mod.resolve(args.precision, scale=args.scale, device=dist.device)  # fp16 on a CPU stops here
     # --synthetic reads no data: the workload is built as for a dry run (no dataset, no reference checkpoint;
     # the CPU-sized shapes of a reference dry run on a CPU, the full ones on a GPU).
@@ -97,8 +102,6 @@ def cmd_ablate(args: argparse.Namespace) -> int:
             workload.close()
     device = f"{dist.device.type} ({_device_name(dist.device)})"
     data = to_json(ablation, device=device, command=_command(), threads=threads)
-    from trainperf.fileio import atomic_write_bytes, atomic_write_text
-
     try:
         atomic_write_text(json_path, json.dumps(data, indent=2) + "\n")
         atomic_write_bytes(png_path, chart_png(data))
@@ -112,12 +115,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def _only(text: str | None) -> tuple[str, ...]:
     """``--switches compile,prefetch``: the switches' names as the flags spell them, checked."""
-    from trainperf.contract.switches import FLAGS
-
     if not text:
         return ()
-    from trainperf.ablation.measure import PRECISION
-
     names = {flag.removeprefix("--"): name for name, flag in FLAGS.items()} | {"precision": PRECISION}
     chosen = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in chosen if t not in names]
@@ -130,21 +129,17 @@ def _only(text: str | None) -> tuple[str, ...]:
 
 
 def _device():
-    import torch
+    import torch  # torch-free at import (`trainperf --help` loads this module): torch when called
 
     return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
 
 
 def _device_name(device: Any) -> str:
-    import platform
-
     if device.type == "cuda":
-        import torch
+        import torch  # torch-free at import (`trainperf --help` loads this module): torch when called
 
         return torch.cuda.get_device_name(device)
-    from trainperf.system import _cpu_model
-
-    return _cpu_model() or platform.processor() or platform.machine()
+    return cpu_model() or platform.processor() or platform.machine()
 
 
 def _command() -> str:
@@ -152,8 +147,6 @@ def _command() -> str:
 
 
 def print_table(console: Any, data: dict[str, Any]) -> None:
-    from rich.table import Table
-
     title = (
         f"{data['benchmark']} ({data['scale']}) on {data['device']}: {data['data']}, global batch "
         f"{data['global_batch_size']}, median of {data['repeats']} interleaved repeats of {data['steps']} steps"
@@ -201,9 +194,6 @@ def print_table(console: Any, data: dict[str, Any]) -> None:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from trainperf.paths import DEFAULT_OUT, default_data_dir
-    from trainperf.registry import BENCHMARKS
-
     p = subparsers.add_parser(
         "ablate",
         help="measure the optimization switches: throughput with each alone and all together, as speed-ups",

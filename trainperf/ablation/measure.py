@@ -16,6 +16,7 @@ gives the spread.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import itertools
 import math
 import statistics
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import trainperf
 from trainperf.contract.switches import DDP_BUCKET_MB, NAMES, OPTIMIZER_IMPL, Switches
 from trainperf.harness import switches as sw
 
@@ -132,6 +134,7 @@ class _Trainer:
     """One configuration's model, optimizer, batches and step, on the workload shared by all configurations."""
 
     def __init__(self, workload: Any, config: Configuration, batches: Callable[[], Iterator[Any]], seed: int) -> None:
+        # the harness imports torch: this module is torch-free at import (`trainperf --help` loads it)
         from trainperf.harness import precision as precision_mod
         from trainperf.harness.runner import RunObserver, seed_everything
         from trainperf.harness.steps import Stepper
@@ -166,7 +169,7 @@ class _Trainer:
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
-            import torch
+            import torch  # torch-free at import (`trainperf --help` loads this module): torch when called
 
             torch.cuda.synchronize(self.device)
 
@@ -246,77 +249,13 @@ def run_ablation(
     """Measure every configuration on ``workload`` (prepared and loaded; one process); ``only``: the switches to
     measure (names as in :mod:`trainperf.harness.switches`, and ``precision``; default every one). The baseline
     trains in the workload's ``config.precision``; when that is fp32, mixed precision is one more configuration."""
-    say = progress or (lambda _text: None)
     w = workload
-    if synthetic:
-        batch = w.synthetic_batch()
-
-        def batches() -> Iterator[Any]:
-            return itertools.repeat(batch)
-    else:
-
-        def batches() -> Iterator[Any]:
-            return iter(w.train_batches())
-
-    skipped: dict[str, str] = {}
-    reasons = {**sw.device_reasons(w.device.type), **sw.workload_reasons(type(w), distributed=w.dist.distributed)}
-    if reasons.get(DDP_BUCKET_MB, "").startswith("one process"):
-        reasons[DDP_BUCKET_MB] += " (ablate runs in one process; compare buckets with `trainperf run --nproc N`)"
-    trainers: dict[str, _Trainer] = {}
-    results: dict[str, Measured] = {}
-
-    def setup(config: Configuration) -> bool:
-        say(f"setting up {config.name}")
-        m = results[config.name] = Measured(config)
-        try:
-            trainer = _Trainer(w, config, batches, seed)
-        except Exception as e:
-            m.error = _failure(e)
-            return False
-        own = switch_of(config)
-        if own and own in trainer.applied.ignored:  # the switch could not apply here: nothing to measure
-            skipped[config.name] = trainer.applied.ignored[own]
-            del results[config.name]
-            trainer.close()
-            return False
-        trainers[config.name] = trainer
-        m.optimizer = trainer.applied.optimizer_used
-        m.autocast = trainer.autocast
-        return True
-
-    setup(Configuration(BASELINE, Switches()))
-    alone = []
-    baseline = results[BASELINE]
-    mixed, why_not = (None, "") if baseline.error else _mixed(baseline.autocast, w.device)
-    candidates = single_switch_configurations(prefetch) + ([mixed] if mixed else [])
-    if why_not and (not only or PRECISION in only):
-        skipped["mixed precision"] = why_not
-    for config in candidates:
-        own = switch_of(config)
-        if only and own not in only:
-            continue
-        if own in reasons:
-            skipped[config.name] = reasons[own]
-        elif setup(config):
-            alone.append(config)
+    bench = _Bench(w, _batch_source(w, synthetic), seed, progress or (lambda _text: None))
+    bench.set_up(Configuration(BASELINE, Switches()))
+    alone = bench.set_up_alone(prefetch, only)
     if len(alone) >= 2:
-        setup(all_together(alone))
-    names = [name for name in results if name in trainers]
-    for name in names:  # the warm-up: compilation happens here
-        say(f"warming up {name} ({warmup_steps} steps)")
-        _timed(results[name], trainers, lambda t: t.steps(warmup_steps), warmup=True)
-    order = interleaved_order([n for n in names if not results[n].error], repeats)
-    for r, name in order:
-        m = results[name]
-        if m.error:
-            continue
-        say(f"repeat {r + 1}/{repeats}: {name}")
-        seconds = _timed(m, trainers, lambda t: t.steps(steps))
-        if seconds is not None:
-            m.samples_per_second.append(steps * w.global_batch_size / seconds)
-            m.repeat_of.append(r)
-    for t in trainers.values():
-        t.close()
+        bench.set_up(all_together(alone))
+    order = bench.measure(steps, repeats, warmup_steps)
     return Ablation(
         benchmark=w.spec.key,
         scale=w.spec.scale,
@@ -325,17 +264,103 @@ def run_ablation(
         steps=steps,
         repeats=repeats,
         warmup_steps=warmup_steps,
-        measured=list(results.values()),
-        skipped=skipped,
+        measured=list(bench.results.values()),
+        skipped=bench.skipped,
         order=order,
         precision=w.config.precision,
     )
 
 
+def _batch_source(w: Any, synthetic: bool) -> Callable[[], Iterator[Any]]:
+    """A fresh iterator of the batches each configuration trains on: the synthetic batch repeated, or the
+    workload's own train_batches."""
+    if synthetic:
+        batch = w.synthetic_batch()
+        return lambda: itertools.repeat(batch)
+    return lambda: iter(w.train_batches())
+
+
+class _Bench:
+    """The configurations of one ablation side by side: their trainers, measurements and the skipped ones."""
+
+    def __init__(self, w: Any, batches: Callable[[], Iterator[Any]], seed: int, say: Callable[[str], None]) -> None:
+        self.w, self.batches, self.seed, self.say = w, batches, seed, say
+        self.skipped: dict[str, str] = {}
+        self.trainers: dict[str, _Trainer] = {}
+        self.results: dict[str, Measured] = {}
+        self.reasons = {
+            **sw.device_reasons(w.device.type),
+            **sw.workload_reasons(type(w), distributed=w.dist.distributed),
+        }
+        if self.reasons.get(DDP_BUCKET_MB, "").startswith("one process"):
+            self.reasons[DDP_BUCKET_MB] += (
+                " (ablate runs in one process; compare buckets with `trainperf run --nproc N`)"
+            )
+
+    def set_up(self, config: Configuration) -> bool:
+        """A trainer for ``config``; False when it failed (the error is its measurement) or its switch could not
+        apply here (it is skipped: nothing to measure)."""
+        self.say(f"setting up {config.name}")
+        m = self.results[config.name] = Measured(config)
+        try:
+            trainer = _Trainer(self.w, config, self.batches, self.seed)
+        except Exception as e:
+            m.error = _failure(e)
+            return False
+        own = switch_of(config)
+        if own and own in trainer.applied.ignored:
+            self.skipped[config.name] = trainer.applied.ignored[own]
+            del self.results[config.name]
+            trainer.close()
+            return False
+        self.trainers[config.name] = trainer
+        m.optimizer = trainer.applied.optimizer_used
+        m.autocast = trainer.autocast
+        return True
+
+    def set_up_alone(self, prefetch: int, only: tuple[str, ...]) -> list[Configuration]:
+        """Each switch alone (and mixed precision after an fp32 baseline) that applies; those set up."""
+        baseline = self.results[BASELINE]
+        mixed, why_not = (None, "") if baseline.error else _mixed(baseline.autocast, self.w.device)
+        candidates = single_switch_configurations(prefetch) + ([mixed] if mixed else [])
+        if why_not and (not only or PRECISION in only):
+            self.skipped["mixed precision"] = why_not
+        alone = []
+        for config in candidates:
+            own = switch_of(config)
+            if only and own not in only:
+                continue
+            if own in self.reasons:
+                self.skipped[config.name] = self.reasons[own]
+            elif self.set_up(config):
+                alone.append(config)
+        return alone
+
+    def measure(self, steps: int, repeats: int, warmup_steps: int) -> list[tuple[int, str]]:
+        """The warm-up of each configuration, then the interleaved repeats; the order they ran in."""
+        names = [name for name in self.results if name in self.trainers]
+        for name in names:  # the warm-up: compilation happens here
+            self.say(f"warming up {name} ({warmup_steps} steps)")
+            _timed(self.results[name], self.trainers, lambda t: t.steps(warmup_steps), warmup=True)
+        order = interleaved_order([n for n in names if not self.results[n].error], repeats)
+        for r, name in order:
+            m = self.results[name]
+            if m.error:
+                continue
+            self.say(f"repeat {r + 1}/{repeats}: {name}")
+            seconds = _timed(m, self.trainers, lambda t: t.steps(steps))
+            if seconds is not None:
+                m.samples_per_second.append(steps * self.w.global_batch_size / seconds)
+                m.repeat_of.append(r)
+        for t in self.trainers.values():
+            t.close()
+        return order
+
+
 def _mixed(baseline_autocast: str, device: Any) -> tuple[Configuration | None, str]:
     bf16_ok = True
     if device.type == "cuda":
-        import torch
+        import torch  # torch-free at import (`trainperf --help` loads this module): torch when called
 
         bf16_ok = torch.cuda.is_bf16_supported()
     return mixed_precision_configuration(baseline_autocast, device.type, bf16_ok)
@@ -359,11 +384,7 @@ def _timed(m: Measured, trainers: dict[str, _Trainer], fn: Callable[[_Trainer], 
 
 def to_json(a: Ablation, *, device: str, command: str, threads: int) -> dict[str, Any]:
     """The ablation's file: settings, every configuration with its repeats, the skipped ones, the order."""
-    import datetime
-
-    import torch
-
-    import trainperf
+    import torch  # torch-free at import (`trainperf --help` loads this module): torch when called
 
     configs = []
     for m in a.measured:
