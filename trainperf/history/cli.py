@@ -9,23 +9,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from trainperf.errors import UsageError
 from trainperf.fileio import atomic_write_bytes
 from trainperf.history import query
+from trainperf.history.charts import fastest_bar_chart, speedup_chart
+from trainperf.report.table import for_output
 
 _SOURCE = "rescored from mlcommons/training_results_v0.6 … v5.1 (olympic mean × scaling.json)"
 
 
 def _cell(value: Any, fmt: str = "{}") -> Any:
     """A table cell: table data is untrusted text, so it is wrapped in Text and never read as rich markup."""
-    from rich.text import Text
-
     return Text("–" if value is None else fmt.format(value))
 
 
 def _table(title: str, columns: list[tuple[str, str]], caption: str | None = None) -> Any:
-    from rich.table import Table
-
     table = Table(title=_cell(title), caption=_cell(caption) if caption else None)
     for name, justify in columns:
         table.add_column(name, justify=justify)
@@ -33,10 +35,6 @@ def _table(title: str, columns: list[tuple[str, str]], caption: str | None = Non
 
 
 def _print(renderable: Any) -> None:
-    from rich.console import Console
-
-    from trainperf.report.table import for_output
-
     for_output(Console()).print(renderable)
 
 
@@ -141,8 +139,6 @@ def cmd_fastest(args: argparse.Namespace) -> int:
             table.add_row(*cells if one_round else [_cell(r.round), *cells])
         _print(table)
     if args.chart is not None:
-        from trainperf.history.charts import fastest_bar_chart
-
         _write_chart(args.chart, fastest_bar_chart(rows, title, log_scale=not args.linear), args.json)
     return 0
 
@@ -174,8 +170,6 @@ def cmd_speedup(args: argparse.Namespace) -> int:
             )
         _print(table)
     if args.chart is not None:
-        from trainperf.history.charts import speedup_chart
-
         _write_chart(args.chart, speedup_chart(rows, title), args.json)
     return 0
 
@@ -264,7 +258,15 @@ def add_parser(subparsers: Any) -> None:
         "compared per accelerator, and where your own reference-scale result would rank.",
     )
     sub = h.add_subparsers(dest="history_command", required=True, metavar="QUERY")
+    common, chart, single = _shared_options()
+    _add_fastest(sub, [common, chart, single])
+    _add_speedup(sub, [common, chart, single])
+    _add_per_accelerator(sub, [common])
+    _add_place(sub, [common])
 
+
+def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The options several queries take: (every query's, the chart's, --single-node)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--division",
@@ -286,10 +288,16 @@ def add_parser(subparsers: Any) -> None:
     single.add_argument(
         "--single-node", action="store_true", help="only results on one node of 8 accelerators (nodes=1, n_acc=8)"
     )
+    return common, chart, single
 
+
+_BENCHMARK_HELP = "benchmark key as the published results name it (see `trainperf history fastest`)"
+
+
+def _add_fastest(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     f = sub.add_parser(
         "fastest",
-        parents=[common, chart, single],
+        parents=parents,
         help="the fastest result per round and benchmark",
         description="The fastest published result of each benchmark in each round, at any scale or "
         "(--single-node) on one node of 8 accelerators.",
@@ -299,39 +307,37 @@ def add_parser(subparsers: Any) -> None:
     f.add_argument("--linear", action="store_true", help="draw the chart on a linear minutes axis (default: log)")
     f.set_defaults(func=cmd_fastest)
 
+
+def _add_speedup(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     s = sub.add_parser(
         "speedup",
-        parents=[common, chart, single],
+        parents=parents,
         help="an org's best result per round and its speed-up",
         description="An org's best result of one benchmark in each round, and the speed-up over its first "
         "round with a score (restarted where the benchmark changed its task under the same key).",
     )
     s.add_argument("org", metavar="ORG", help="submitting organization, e.g. NVIDIA (any letter case)")
-    s.add_argument(
-        "benchmark",
-        metavar="BENCHMARK",
-        help="benchmark key as the published results name it (see `trainperf history fastest`)",
-    )
+    s.add_argument("benchmark", metavar="BENCHMARK", help=_BENCHMARK_HELP)
     s.set_defaults(func=cmd_speedup)
 
+
+def _add_per_accelerator(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     a = sub.add_parser(
         "per-accelerator",
-        parents=[common],
+        parents=parents,
         help="the fastest result per accelerator model, with accelerator-minutes",
         description="Per accelerator model: its fastest result in one round, that result's accelerator count "
         "and accelerator-minutes (minutes × accelerators), sorted by accelerator-minutes.",
     )
-    a.add_argument(
-        "benchmark",
-        metavar="BENCHMARK",
-        help="benchmark key as the published results name it (see `trainperf history fastest`)",
-    )
+    a.add_argument("benchmark", metavar="BENCHMARK", help=_BENCHMARK_HELP)
     a.add_argument("--round", default=None, help="round, e.g. v3.0 (default: the benchmark's latest)")
     a.set_defaults(func=cmd_per_accelerator)
 
+
+def _add_place(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "place",
-        parents=[common],
+        parents=parents,
         help="where your result would rank among the published ones",
         description="Where MINUTES of a reference-scale BENCHMARK would rank among the published results of one "
         "round (default: the benchmark's latest). Mini-scale results are refused: they are not comparable. "
@@ -341,8 +347,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "benchmark",
         metavar="BENCHMARK|PATH",
-        help="benchmark key as the published results name it (see `trainperf history fastest`), or a results "
-        "folder or submission package",
+        help=f"{_BENCHMARK_HELP}, or a results folder or submission package",
     )
     p.add_argument("minutes", metavar="MINUTES", type=float, nargs="?", help="your score in minutes (with BENCHMARK)")
     p.add_argument("--n-acc", type=int, default=None, help="compare only with results on this many accelerators")
