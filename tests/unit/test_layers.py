@@ -64,6 +64,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "commands",
         (
             "trainperf.cli",
+            "trainperf.cli_run",
+            "trainperf.cli_list",
             "trainperf.__main__",
             "trainperf.launch",
             "trainperf.slurm",

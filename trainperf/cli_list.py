@@ -1,0 +1,83 @@
+"""`trainperf list`: the benchmarks, their scales, targets, run counts and evaluation schedules."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from trainperf import registry
+from trainperf.report.table import for_output
+
+
+def add_parser(subparsers: Any) -> None:
+    ls = subparsers.add_parser(
+        "list",
+        help="list the benchmarks, their scales, targets, run counts and evaluation schedules",
+        description="Every MLPerf benchmark key at each scale: whether trainperf runs it yet, the quality "
+        "target, the runs olympic scoring needs, and when it evaluates (in its progress unit) within its budget.",
+    )
+    ls.add_argument("--details", action="store_true", help="also print each benchmark's model and dataset")
+    ls.set_defaults(func=cmd_list)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    table = Table(title="trainperf benchmarks (models and data: trainperf list --details)", box=box.SIMPLE)
+    for col in ("benchmark", "scale", "status", "target", "SE", "runs", "unit", "evaluated", "budget"):
+        table.add_column(col, no_wrap=col in ("benchmark", "scale", "unit"))
+    details, notes = [], []
+    for bench in registry.all_benchmarks():
+        for scale, spec in bench.specs.items():
+            status = "ready" if bench.available_at(scale) and not spec.dry_run_only else "not available yet"
+            if bench.available_at(scale) and spec.dry_run_only:
+                notes.append(f"{bench.key} {scale}: not available yet, dry run only: {spec.dry_run_only}")
+            runs = f"{spec.runs_required} (-{spec.runs_dropped}-{spec.runs_dropped})"
+            recipe = bench.recipes.get(scale)
+            by_recipe = " (by recipe)" if callable(spec.max_progress) and recipe is not None else ""
+            budget = (
+                f"{_figure_text(spec.max_progress, recipe, spec.budget)}{by_recipe} (guard {spec.max_minutes:g} min)"
+            )
+            table.add_row(
+                bench.key,
+                scale,
+                status,
+                spec.target_text,
+                spec.metric_se_text,
+                runs,
+                spec.unit,
+                _schedule_text(spec, recipe),
+                budget,
+            )
+            details.append(f"{bench.key} ({scale}, {bench.title}): {spec.model}; data: {spec.dataset}")
+    console = for_output(Console())  # piped: whole rows, as wide as they are
+    console.print(table)
+    console.print(
+        "SE: bootstrap standard error of the (headline) metric over evaluation samples, measured at the target "
+        "(benchmarks/metric_error.py); — : not measured",
+        highlight=False,
+    )
+    for line in notes:
+        console.print(line, highlight=False)
+    if args.details:
+        for line in details:
+            console.print(line, highlight=False)
+    return 0
+
+
+def _schedule_text(spec, recipe) -> str:
+    """When a spec evaluates, in its own unit; figures computed from the recipe (the batch size) are shown for the
+    default recipe and marked so."""
+    every = _figure_text(spec.eval_interval, recipe, spec.interval)
+    first = "" if spec.first_eval is None else f" from {_figure_text(spec.first_eval, recipe, spec.first)}"
+    by_recipe = callable(spec.eval_interval) or callable(spec.first_eval)
+    return f"every {every}{first}" + (" (by recipe)" if by_recipe and recipe is not None else "")
+
+
+def _figure_text(value, recipe, of_recipe) -> str:
+    """A schedule figure: a number as it is; a function of the recipe as its value for the default recipe."""
+    if not callable(value):
+        return f"{value:g}"
+    return "by recipe" if recipe is None else f"{of_recipe(recipe):g}"
