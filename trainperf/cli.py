@@ -11,9 +11,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
-
 from trainperf import cli_list, registry, slurm
 from trainperf.ablation.cli import add_parser as add_ablation_parser
 from trainperf.cli_run import add_run_arguments, default_division, suite_options
@@ -25,7 +22,6 @@ from trainperf.paths import default_data_dir
 from trainperf.registry import BENCHMARKS
 from trainperf.report.cli import add_parser as add_report_parser
 from trainperf.report.compare import add_parser as add_compare_parser
-from trainperf.rules.compliance import check_log
 from trainperf.scaling.cli import add_parser as add_scaling_parser
 from trainperf.spec import SCALES
 from trainperf.submission.cli import add_parser as add_submission_parser
@@ -135,7 +131,8 @@ def _run_suite_here(
     args: argparse.Namespace, options: SuiteOptions, ctx: DistContext, timeout_s: float
 ) -> list[BenchmarkSummary]:
     """The suite on this process of the job, its results table printed on rank 0."""
-    import torch
+    import torch  # torch and the harness: never for `trainperf --help` or options refused before torchrun
+    from rich.console import Console
 
     from trainperf import dist as dist_mod
     from trainperf.harness.precision import resolve
@@ -175,6 +172,8 @@ def _run_suite_here(
 
 
 def cmd_data(args: argparse.Namespace) -> int:
+    from rich.console import Console  # rich: 35 ms to import, not for `trainperf --help`
+
     console = Console()
     keys = args.benchmarks or list(mini_datasets())
     if keys == ["all"]:
@@ -262,6 +261,11 @@ def cmd_slurm(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from rich.console import Console  # rich: 35 ms to import, not for `trainperf --help`
+    from rich.markup import escape
+
+    from trainperf.rules.compliance import check_log  # 80 ms to import: not for every command
+
     console = Console()
     failed = 0
     notes = []

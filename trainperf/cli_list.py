@@ -5,12 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from trainperf import registry
-from trainperf.report.table import for_output
 
 
 def add_parser(subparsers: Any) -> None:
@@ -25,6 +20,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from rich import box  # rich: 35 ms to import, not for `trainperf --help`
+    from rich.console import Console
+    from rich.table import Table
+
+    from trainperf.report.table import for_output
+
     table = Table(title="trainperf benchmarks (models and data: trainperf list --details)", box=box.SIMPLE)
     for col in ("benchmark", "scale", "status", "target", "SE", "runs", "unit", "evaluated", "budget"):
         table.add_column(col, no_wrap=col in ("benchmark", "scale", "unit"))

@@ -11,9 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from trainperf import registry
 from trainperf.ablation.measure import PRECISION, run_ablation, to_json
 from trainperf.contract.switches import FLAGS
@@ -64,6 +61,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         raise ResultsError(f"cannot make {json_path.parent}: {e.strerror or e}; choose another --out") from None
 
     import torch  # torch and the harness: imported once the options are known good, never for --help
+    from rich.console import Console
 
     from trainperf import dist as dist_mod
     from trainperf.harness import precision as precision_mod
@@ -151,6 +149,8 @@ def print_table(console: Any, data: dict[str, Any]) -> None:
         f"{data['benchmark']} ({data['scale']}) on {data['device']}: {data['data']}, global batch "
         f"{data['global_batch_size']}, median of {data['repeats']} interleaved repeats of {data['steps']} steps"
     )
+    from rich.table import Table  # rich: 35 ms to import, not for `trainperf --help`
+
     table = Table(title=title)
     for col, just in (
         ("configuration", "left"),

@@ -19,6 +19,9 @@ and the organization become file and folder names, so they are checked before an
 A folder holds one kind of run: timed runs, dry runs or smoke runs (``kind`` in ``trainperf.json``). A smoke
 suite writes its fixtures under ``<out>/smoke-data`` (:mod:`trainperf.harness.smoke`) and reads its data
 there, whatever ``--data-dir`` says.
+
+The folder itself (lock, partial files, results stored, interrupted runs kept aside, the summary) is
+:class:`trainperf.harness.result_folder.ResultFolder`; resume's checks are :mod:`trainperf.harness.resume`.
 """
 
 from __future__ import annotations

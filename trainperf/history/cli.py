@@ -9,25 +9,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from trainperf.errors import UsageError
 from trainperf.fileio import atomic_write_bytes
 from trainperf.history import query
 from trainperf.history.charts import fastest_bar_chart, speedup_chart
-from trainperf.report.table import for_output
+from trainperf.report.collect import collect
 
 _SOURCE = "rescored from mlcommons/training_results_v0.6 … v5.1 (olympic mean × scaling.json)"
 
 
 def _cell(value: Any, fmt: str = "{}") -> Any:
     """A table cell: table data is untrusted text, so it is wrapped in Text and never read as rich markup."""
+    from rich.text import Text  # rich: 35 ms to import, not for `trainperf --help`
+
     return Text("–" if value is None else fmt.format(value))
 
 
 def _table(title: str, columns: list[tuple[str, str]], caption: str | None = None) -> Any:
+    from rich.table import Table  # rich: 35 ms to import, not for `trainperf --help`
+
     table = Table(title=_cell(title), caption=_cell(caption) if caption else None)
     for name, justify in columns:
         table.add_column(name, justify=justify)
@@ -35,6 +35,10 @@ def _table(title: str, columns: list[tuple[str, str]], caption: str | None = Non
 
 
 def _print(renderable: Any) -> None:
+    from rich.console import Console  # rich: 35 ms to import, not for `trainperf --help`
+
+    from trainperf.report.table import for_output
+
     for_output(Console()).print(renderable)
 
 
@@ -63,8 +67,6 @@ def _load(args: argparse.Namespace) -> list[query.Result]:
 def _place_folder(results: list[query.Result], args: argparse.Namespace) -> int:
     """``place PATH``: every scored reference-scale (system, benchmark) of a results folder or submission package
     (read as it is, by the report's reader), placed among the published results of its benchmark's round."""
-    from trainperf.report.collect import collect
-
     folder = Path(args.benchmark)
     if not folder.is_dir():
         raise UsageError(
