@@ -29,9 +29,10 @@ MAX_PACKAGE_BYTES = 256 * 2**20  # everything `trainperf review` copies from one
 # 58 s); an MLPerf event is a few hundred characters. At this cap a line costs the tools about 0.02 s.
 MAX_LINE_CHARS = 4096
 # The tools' cost of reading one file: the sum over its MLLOG lines of (characters after the token)^2, which
-# their expression's time follows. 4096 lines of 1,024 characters; 256 lines at MAX_LINE_CHARS; a real log of
-# 5,000 lines of 300 characters is 0.45 * 10^9. At this budget a file costs each official tool about 5 s.
-MAX_LINE_COST = 2**32
+# their expression's time follows: 1,024 lines of 1,024 characters, or 64 lines at MAX_LINE_CHARS. The largest of
+# the 1,830 published v1.1 result files is 2.9 * 10^8 (an NVIDIA maskrcnn log). At this budget a file costs each
+# official tool about 1.3 s; without it, five 2 MiB files of 4 KB lines took review 130 s.
+MAX_LINE_COST = 2**30
 # Counts in one result file. A v2.0 result file logs at most a few tens of thousands of MLLOG lines and a few
 # hundred evaluations (2,760 published files, 1,833,512 records: 664 a file on average).
 MAX_MLLOG_LINES = 200_000
