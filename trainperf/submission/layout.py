@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import json
 import os
 import stat
 from collections.abc import Callable
@@ -243,8 +242,8 @@ def _system_problems(
     warnings = [] if warnings is None else warnings
     where = f"systems/{system}.json"
     try:
-        contents = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        contents = limits.loads(data.decode("utf-8"))  # within the limits: nesting, number length
+    except (UnicodeDecodeError, ValueError) as e:
         return [f"{where} is not valid JSON ({gate.printable(str(e))}); the official tools cannot read it"], None
     if not isinstance(contents, dict):
         return [f"{where} must be a JSON object of field -> string"], None
@@ -327,8 +326,8 @@ def _scaling(reader: _Reader, fd: int, rel: Path, where: str, key: tuple[str, st
     summarizer's score stays raw; the review shows the raw score and the scaled one apart.
     """
     try:
-        data = json.loads(reader.read(rel.name, fd, limits.MAX_SYSTEM_BYTES, rel).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        data = limits.loads(reader.read(rel.name, fd, limits.MAX_SYSTEM_BYTES, rel).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
         data = {"scaling_factor": f"unreadable ({gate.printable(str(e))})"}
     factor = data.get("scaling_factor") if isinstance(data, dict) else None
     if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 <= factor <= MAX_SCALING_FACTOR):
