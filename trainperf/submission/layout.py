@@ -2,7 +2,7 @@
 
 ``copy_package`` copies into a private folder only what the official tools need: ``systems/*.json`` and
 ``results/<system>/<benchmark>/result_*.txt``. Every file is read as bytes under a size cap (see
-:mod:`trainperf.rules.gate`: 16 MiB a result file, 1 MiB a system description, 256 MiB in all), refused
+:mod:`trainperf.limits`: 16 MiB a result file, 1 MiB a system description, 256 MiB in all), refused
 by its apparent size before a byte is read. Links are never followed: a link where the copy reads
 refuses the package, naming it. Each name on the way must be a plain name (no path separator, ``..``,
 control or pattern character), and each file must pass the gate: a result file whose logged values
