@@ -33,9 +33,10 @@ MAX_LINE_CHARS = 4096
 # the 1,830 published v1.1 result files is 2.9 * 10^8 (an NVIDIA maskrcnn log). At this budget a file costs each
 # official tool about 1.3 s; without it, five 2 MiB files of 4 KB lines took review 130 s.
 MAX_LINE_COST = 2**30
-# Counts in one result file. A v2.0 result file logs at most a few tens of thousands of MLLOG lines and a few
-# hundred evaluations (2,760 published files, 1,833,512 records: 664 a file on average).
-MAX_MLLOG_LINES = 200_000
+# Counts in one result file: 20 and 30 times the largest of the 1,830 published v1.1 result files (4,964 MLLOG
+# lines, an NVIDIA resnet log; 306 evaluations, a Supermicro unet3d log). Read at this count, a file's records
+# take about 100 MB; 10^6 evaluations took report 1.8 GB.
+MAX_MLLOG_LINES = 100_000
 MAX_EVALUATIONS = 10_000
 # JSON: how deep arrays and objects nest (an MLLOG record nests 3 deep, a system description 2, summary.json 4),
 # and how many characters one number literal has (a time_ms has 13 digits; Python refuses an int of over 4,300).
