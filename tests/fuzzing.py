@@ -5,8 +5,9 @@ A generated log starts from a complete mini resnet run (:func:`untrusted.log_lin
 mutations: a field set to a value of the wrong type, a time that is negative or not finite, every time shifted
 (by 10^22 ms, to the year 3000), a string with
 ``../``, NUL, ANSI escapes or bidi characters, a record duplicated, moved or missing a field, a raw line
-with bytes that are not UTF-8, a very long or deeply nested line, duplicated JSON keys, other line endings.
-A system description starts from :func:`untrusted.system_description` and is mutated the same way.
+with bytes that are not UTF-8, a very long or deeply nested line, a number of thousands of digits, duplicated JSON
+keys, other line endings. A system description starts from :func:`untrusted.system_description` and is mutated the
+same way, and may nest 5,000 deep (past Python's recursion limit) or hold a number of 5,000 digits.
 
 The oracle (:func:`path_values_reaching_the_tools`) is written from the official tools' own code
 (``mlp_parser/ruleset_200.py`` and ``rcp_checker.py`` of mlperf-logging 4.1.68), not from trainperf's
@@ -175,7 +176,9 @@ MUTATIONS: st.SearchStrategy[tuple] = st.one_of(
     st.tuples(
         st.just("raw_line"),
         _INDEX,
-        st.sampled_from(["junk", "nested", "long", "token_twice", "dup_json_keys", "not_object", "mention"]),
+        st.sampled_from(
+            ["junk", "nested", "long", "token_twice", "dup_json_keys", "not_object", "mention", "long_number"]
+        ),
     ),
     st.tuples(st.just("raw_line_size"), _INDEX, st.integers(1, 1_500_000)),
     st.tuples(st.just("newlines"), st.sampled_from([b"\r\n", b"\r", b"\n\n"])),
@@ -284,6 +287,8 @@ def _raw_line(kind: str, lines: list[Any]) -> bytes:
         ).encode()
     if kind == "not_object":
         return (MLLOG + '["key", "run_start"]').encode()
+    if kind == "long_number":  # a number far longer than any logged one (the tools read it; trainperf refuses it)
+        return (MLLOG + '{"key": "seed", "value": ' + "9" * 4000 + ', "time_ms": 1, "metadata": {}}').encode()
     # a line that mentions submission_benchmark: rcp_checker takes its value as the benchmark
     return (
         MLLOG + '{"key": "trainperf_note", "value": "../../../tmp/x", "time_ms": 1, '
@@ -355,13 +360,17 @@ def system_files(draw: st.DrawFn, *, extra_values: list[str] | None = None) -> b
     data = json.dumps(desc, indent=1, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
     if kind == "raw":
         at = draw(st.integers(0, len(data)))
-        how = draw(st.sampled_from(["insert", "truncate", "dup_key"]))
+        how = draw(st.sampled_from(["insert", "truncate", "dup_key", "deep", "long_number"]))
         if how == "insert":
             data = data[:at] + draw(st.sampled_from(RAW_BYTES)) + data[at:]
         elif how == "truncate":
             data = data[:at]
-        else:
+        elif how == "dup_key":
             data = data.replace(b"{", b'{"division": "../../x", ', 1)
+        elif how == "deep":  # nesting past Python's recursion limit
+            data = data.replace(b"{", b'{"x": ' + b"[" * 5_000 + b"]" * 5_000 + b", ", 1)
+        else:  # a number past Python's int-string limit
+            data = data.replace(b"{", b'{"number_of_nodes": ' + b"9" * 5000 + b", ", 1)
     return data
 
 

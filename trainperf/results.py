@@ -26,13 +26,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from trainperf import limits
 from trainperf.errors import ResultsError
+from trainperf.limits import OverLimit
 
 TOKEN = ":::MLLOG "
 TIMING_FIX = (
     "a result file holds one whole run, with run_start <= every eval_accuracy <= run_stop; the file is damaged "
     "or was edited: restore it, or move it away and redo the run"
 )
+LIMIT_FIX = "is it the log of one MLPerf run? move it away, or redo the run"
 RECORD_FIX = "the file is damaged, or was not written by an MLPerf logger: restore it, or move it away and redo the run"
 # A plausible time_ms, in milliseconds since 1970-01-01 (UTC): MLPerf Training began in 2018, so a clock before 2000 or
 # after 2100 is a wrong clock or an edited log.
@@ -61,6 +64,7 @@ class MllogLine(NamedTuple):
     record: dict[str, Any] | None  # that JSON object (strings read as UTF-8); None when it is not one
     error: str = ""  # why ``record`` is None
     ambiguous: str = ""  # why another reading of the line would see other records ("" when none would)
+    over_limit: str = ""  # which of trainperf's limits (:mod:`trainperf.limits`) the line breaks ("" when none)
 
 
 def mllog_lines(data: bytes, *, max_line_chars: int | None = None) -> list[MllogLine]:
@@ -77,24 +81,58 @@ def mllog_lines(data: bytes, *, max_line_chars: int | None = None) -> list[Mllog
 
     ``time_ms`` is kept exact: json gives an int for an integer literal; a float literal is read again as the
     decimal it is written as, and becomes an int when it is a whole number (``1.65e12``), else stays that
-    :class:`~decimal.Decimal` (:func:`timing_problems` refuses it). A line longer than ``max_line_chars`` is
-    not parsed (``record`` None). A line that another reader would read differently is marked
-    (``ambiguous``, see :func:`_ambiguity`); :func:`read_mllog_lines` refuses its file, the gate refuses it.
+    :class:`~decimal.Decimal` (:func:`timing_problems` refuses it).
+
+    Within trainperf's limits (:mod:`trainperf.limits`): a line longer than ``max_line_chars`` is not parsed
+    (``record`` None, ``over_limit`` says why), nor one holding a number over ``MAX_NUMBER_CHARS`` characters; a
+    file of more than ``MAX_MLLOG_LINES`` MLLOG lines, ``MAX_EVALUATIONS`` evaluations or a reading cost for the
+    official tools (the sum of the squared payload lengths) over ``MAX_LINE_COST`` raises
+    :class:`~trainperf.limits.OverLimit` as soon as it is found, so memory and time stay bounded. A line that
+    another reader would read differently is marked (``ambiguous``, see :func:`_ambiguity`);
+    :func:`read_mllog_lines` refuses its file, the gate refuses it.
     """
+    max_line_chars = limits.MAX_LINE_CHARS if max_line_chars is None else max_line_chars
+    max_lines, max_evaluations, max_cost = limits.MAX_MLLOG_LINES, limits.MAX_EVALUATIONS, limits.MAX_LINE_COST
     other_ends = any(end in data for end in _OTHER_LINE_ENDS)
+    long_digits = limits.has_long_digit_run(data)
     found = []
+    evaluations = cost = 0
     for lineno, line in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"), start=1):
         last = line.rfind(TOKEN)
         if last < 0:
             continue
-        if max_line_chars is not None and len(line) > max_line_chars:
-            found.append(MllogLine(lineno, "", len(line), None, f"longer than {max_line_chars} characters"))
+        if len(found) >= max_lines:
+            raise OverLimit(f"holds more than {max_lines:,} MLLOG lines (line {lineno} is one too many)")
+        if len(line) > max_line_chars:
+            why = f"an MLLOG line of {len(line)} characters, over the {max_line_chars} allowed"
+            found.append(MllogLine(lineno, "", len(line), None, why, over_limit=why))
             continue
         # (TOKEN + rest).strip() without its token: the rest, stripped at its end ("" when it is all white space)
         text = line[last + len(TOKEN) :].rstrip()
+        cost += len(text) ** 2
+        if cost > max_cost:
+            raise OverLimit(
+                f"holds MLLOG lines whose squared lengths add up to over {max_cost:,} by line {lineno}: the "
+                "official tools read a line in a time that grows with the square of its length, and this many "
+                f"long lines would cost them minutes (the largest of the published v1.1 result files is 290,000,000)"
+            )
+        if long_digits and limits.has_long_digit_run(text):
+            try:
+                limits.loads(_utf8(text))
+            except OverLimit as e:
+                found.append(MllogLine(lineno, text, len(line), None, str(e), over_limit=str(e)))
+                continue
+            except (ValueError, RecursionError):
+                pass
         record, error = _parse(text)
         if record is not None and type(record.get("time_ms")) is float:
             record["time_ms"] = _exact_time(text)
+        if record is not None and record.get("key") == "eval_accuracy":
+            evaluations += 1
+            if evaluations > max_evaluations:
+                raise OverLimit(
+                    f"holds more than {max_evaluations:,} eval_accuracy lines (line {lineno} is one too many)"
+                )
         plain = line.isascii() and not other_ends and line.find(TOKEN) == last  # nothing to read otherwise
         ambiguous = "" if plain else _ambiguity(line, last, record, other_ends)
         found.append(MllogLine(lineno, text, len(line), record, error, ambiguous))
@@ -196,18 +234,31 @@ def _records_of(pieces: Iterable[str]) -> list[str]:
 def read_mllog_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, record)`` of the file's MLLOG records, in order (line numbers count from 1), read as the
     official tools read them (:func:`mllog_lines`); lines that are not a JSON object with a ``key`` are skipped.
-    A :class:`ResultsError` names the first line that another reader would read differently."""
+    A :class:`ResultsError` names the first line that another reader would read differently, and a file over one of
+    the limits of :mod:`trainperf.limits` (its size before it is read, then its lines, evaluations and numbers)."""
     try:
-        data = path.read_bytes()
+        data = limits.read_capped(path.resolve(), limits.MAX_RESULT_BYTES)
+        lines = mllog_lines(data)
+    except OverLimit as e:
+        raise ResultsError(f"{path} {e}: refused (MLPerf result files are far within that); {LIMIT_FIX}") from None
+    except ValueError as e:
+        raise ResultsError(f"{path} {e}: not read as a result file") from None
     except OSError as e:
         raise ResultsError(f"cannot read result file {path}: {e.strerror}") from None
     records = []
-    for line in mllog_lines(data):
+    for line in lines:
+        if line.over_limit:
+            raise ResultsError(f"{path}: line {line.lineno} {_as_clause(line.over_limit)}; {LIMIT_FIX}")
         if line.ambiguous:
             raise ResultsError(f"{path}: not read, as line {line.lineno} {line.ambiguous}")
         if line.record is not None and "key" in line.record:
             records.append((line.lineno, line.record))
     return records
+
+
+def _as_clause(why: str) -> str:
+    """``over_limit`` text as the end of a sentence about a line ("is an MLLOG line of ...", "holds a number ...")."""
+    return why if why.startswith("holds") else f"is {why}"
 
 
 def read_mllog(path: Path) -> list[dict[str, Any]]:
@@ -414,6 +465,24 @@ def record_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]
     return problems
 
 
+def quality_numbers(value: Any) -> list[float]:
+    """The numbers of an ``eval_accuracy`` value: the number itself, or each field of a multi-field metric."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in quality_numbers(v)]
+    return [float(value)] if _is_number(value) else []
+
+
+def impossible_quality(value: Any, *, higher_is_better: bool | None) -> float | None:
+    """The first number of an ``eval_accuracy`` value that no metric of MLPerf can take (None: none): not finite
+    (NaN, or 1e400 read as infinity), below 0, or above 1 for a metric where higher is better (an accuracy, a mAP,
+    an AUC, a Dice score: fractions from 0 to 1). ``higher_is_better`` None: the metric is unknown, 1 is no bound.
+    ``review`` and ``report`` refuse such a value the same way; ``check``'s rules hold the same range."""
+    for x in quality_numbers(value):
+        if not math.isfinite(x) or x < 0 or (x > 1 and higher_is_better):
+            return x
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoggedRun:
     path: Path
@@ -427,6 +496,8 @@ class LoggedRun:
     start_ms: int | None = None  # run_start's time_ms; None when the log has no run_start
     evaluations: list[Any] = field(default_factory=list)  # eval_accuracy values as logged: numbers or objects
     abort_reason: str | None = None  # trainperf_abort_reason: why a run that did not finish ended
+    lines: tuple[tuple[int, dict[str, Any]], ...] = ()  # (line number, record) of every MLLOG record, as read
+    evaluation_lines: tuple[int, ...] = ()  # the line number of each of ``evaluations``
 
     @property
     def success(self) -> bool:
@@ -458,10 +529,12 @@ def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset())
         minutes = (t1 - t0) / 60000  # whole milliseconds subtracted exactly, divided once
     curve = []
     evaluations = []
-    for rec in records:
+    evaluation_lines = []
+    for n, rec in lines:
         if rec["key"] != "eval_accuracy":
             continue
         evaluations.append(rec.get("value"))
+        evaluation_lines.append(n)
         if t0 is not None:
             meta = rec.get("metadata") or {}
             value = rec["value"]
@@ -482,4 +555,6 @@ def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset())
         start_ms=t0,
         evaluations=evaluations,
         abort_reason=reason if isinstance(reason, str) else None,
+        lines=tuple(lines),
+        evaluation_lines=tuple(evaluation_lines),
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from trainperf import limits
 from trainperf.errors import ResultsError, UsageError
 from trainperf.fileio import atomic_write_text
 from trainperf.host import (
@@ -260,12 +261,14 @@ def check_system_file(path: Path) -> list[str]:
     path = Path(path)
     where = f"{path}"
     try:
-        contents = json.loads(path.read_text(encoding="utf-8"))
+        contents = limits.read_json(path, limits.MAX_SYSTEM_BYTES)
     except FileNotFoundError:
         return [f"{where}: no such file; write it with `write_system` first"]
     except OSError as err:
         return [f"{where}: cannot read it: {err.strerror or err}"]
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except limits.OverLimit as err:
+        return [f"{where} {err}: a system description is a flat object of a few KiB; write it again"]
+    except ValueError as err:  # not JSON, not UTF-8, not a plain file
         return [f"{where}: not valid JSON ({err}); the official checker cannot read it"]
     if not isinstance(contents, dict):
         return [f"{where}: the top level must be a JSON object of field -> string"]

@@ -93,7 +93,16 @@ def setup(*cases: str) -> Callable[[Setup], Setup]:
     return register
 
 
-@setup("set-type", "set-nan", "set-batch", "set-choice", "closed-rule", "unknown-benchmark", "bad-system-name")
+@setup(
+    "set-long-number",
+    "set-type",
+    "set-nan",
+    "set-batch",
+    "set-choice",
+    "closed-rule",
+    "unknown-benchmark",
+    "bad-system-name",
+)
 def nothing(s: Scratch) -> None:
     return None
 
@@ -189,7 +198,8 @@ def a_package_shifted_by_10_22_ms(s: Scratch) -> None:
         _write(path, _shifted([json.loads(ln[len(MLLOG) :]) if ln.startswith(MLLOG) else ln for ln in lines], 10**22))
 
 
-@setup("package-path-value", "package-link", "package-oversized-file", "system-bad-count", "report-over-input")
+@setup("package-path-value", "package-link", "package-oversized-file", "report-oversized-file")
+@setup("system-bad-count", "report-over-input")
 def packages(s: Scratch) -> None:
     make_package(s.root / "crafted", {0: {"submission_division": "../../../../tmp/x"}})
     linked = make_package(s.root / "linked") / "results" / "box" / "resnet" / "result_4.txt"
@@ -200,6 +210,31 @@ def packages(s: Scratch) -> None:
     odd = make_package(s.root / "odd") / "systems" / "box.json"
     odd.write_text(json.dumps({**json.loads(odd.read_text()), "number_of_nodes": "²"}))
     make_package(s.root / "pkg")
+
+
+def _with_lines(path: Path, extra: list[str]) -> None:
+    """The log with ``extra`` lines inserted before its run_stop."""
+    lines = path.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if '"run_stop"' in ln)
+    path.write_text("\n".join(lines[:at] + extra + lines[at:]) + "\n")
+
+
+@setup("report-many-evaluations", "report-impossible-accuracy", "report-deep-json", "report-long-number")
+@setup("package-long-number", "log-long-lines")
+def inputs_over_the_limits(s: Scratch) -> None:
+    evaluation = next(ln for ln in log_lines() if '"eval_accuracy"' in ln)
+    _with_lines(make_package(s.root / "evals") / "results" / "box" / "resnet" / "result_0.txt", [evaluation] * 10_001)
+    for path in (make_package(s.root / "acc") / "results" / "box" / "resnet").iterdir():
+        path.write_text(path.read_text().replace('"value": 0.95', '"value": 1000'))
+    deep = make_package(s.root / "deep") / "systems" / "box.json"
+    deep.write_text(deep.read_text().replace('"division"', f'"x": {"[" * 100_000}{"]" * 100_000}, "division"', 1))
+    digits = make_package(s.root / "digits") / "systems" / "box.json"
+    digits.write_text(digits.read_text().replace('"number_of_nodes": "1"', f'"number_of_nodes": {"9" * 5000}'))
+    seed = make_package(s.root / "digits-log") / "results" / "box" / "resnet" / "result_0.txt"
+    seed.write_text(seed.read_text().replace('"value": 1,', f'"value": {"9" * 100},', 1))
+    note = MLLOG + json.dumps({"key": "trainperf_note", "value": "A" * 3900, "time_ms": T0, "metadata": {}})
+    write_log(s.root / "wide.txt")
+    _with_lines(s.root / "wide.txt", [note] * 300)
 
 
 @setup("package-shell-name")

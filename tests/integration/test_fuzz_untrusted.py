@@ -5,8 +5,9 @@ tools turn into a path), never a negative or non-finite score, never a raw contr
 
 The official tools take a second or more to start, so the 1,000 examples run against trainperf's own code with
 the tools replaced by stand-ins that check what they were given (the oracle, :mod:`fuzzing`, reads files as the
-tools do; trainperf's reader must read each line the gate lets through as the oracle does, and a run's minutes
-must be the exact difference of its logged milliseconds); a few dozen examples then go end to end through the
+tools do; trainperf's reader must read each line the gate lets through as the oracle does, a run's minutes
+must be the exact difference of its logged milliseconds, and no run in a report has an evaluation that no metric
+takes); a few dozen examples then go end to end through the
 real tools and the command line. The profile (tests/conftest.py) is derandomized and database-free, so CI sees the
 same examples every time.
 """
@@ -34,7 +35,7 @@ from trainperf import system as system_mod
 from trainperf.confine import Confinement
 from trainperf.errors import TrainperfError
 from trainperf.report.collect import collect
-from trainperf.results import mllog_lines, parse_run, read_mllog_lines
+from trainperf.results import impossible_quality, mllog_lines, parse_run, read_mllog_lines
 from trainperf.rules import compliance, gate
 from trainperf.submission import official
 from trainperf.submission import review as review_mod
@@ -262,6 +263,7 @@ def test_fuzzed_logs_and_system_descriptions_in_process(log, system, trees):
                 assert_score(bench.score.minutes)
                 for r in bench.runs:
                     assert_score(r.minutes)
+                    assert not [v for v in r.evaluations if impossible_quality(v, higher_is_better=True) is not None]
     no_code_ran()
 
 

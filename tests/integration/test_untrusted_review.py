@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from untrusted import ORG, PATH_KEYS, SYSTEM, make_package, plant, system_description
 
+from trainperf import limits
 from trainperf.errors import ResultsError
-from trainperf.rules import gate
 from trainperf.submission.layout import copy_package
 from trainperf.submission.review import review
 
@@ -184,7 +184,7 @@ def test_a_system_description_with_a_path_or_control_character_is_not_given_to_t
 def test_the_package_size_is_capped(tmp_path, monkeypatch):
     org = make_package(tmp_path / "pkg")
     size = (org / "results" / SYSTEM / "resnet" / "result_0.txt").stat().st_size
-    monkeypatch.setattr(gate, "MAX_PACKAGE_BYTES", 3 * size)
+    monkeypatch.setattr(limits, "MAX_PACKAGE_BYTES", 3 * size)
     with pytest.raises(ResultsError, match=r"refused: the system descriptions and result files of the package"):
         copy_package(org, tmp_path / "copy" / ORG)
 

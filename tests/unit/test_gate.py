@@ -13,7 +13,7 @@ import pytest
 import yaml
 from untrusted import MLLOG, PATH_KEYS, log_lines, plant, rules_dir, write_log
 
-from trainperf import confine, registry
+from trainperf import confine, limits, registry
 from trainperf.errors import DataError
 from trainperf.rules import gate
 from trainperf.rules.compliance import GATE_PROBLEM, check_log
@@ -143,13 +143,13 @@ def test_a_sparse_huge_file_is_refused_by_its_apparent_size(tmp_path):
     with huge.open("wb") as f:
         f.truncate(2**30)  # 1 GiB apparent, no blocks on disk
     with pytest.raises(ValueError, match=r"is 1024 MiB \(its apparent size\), over the 16 MiB allowed"):
-        gate.read_capped(huge, gate.MAX_RESULT_BYTES)
+        limits.read_capped(huge, limits.MAX_RESULT_BYTES)
     with pytest.raises(DataError, match=r"is 1024 MiB \(its apparent size\), over the 16 MiB allowed: refused unread"):
         check_log(huge)
     link = tmp_path / "link.txt"
     link.symlink_to(huge)
     with pytest.raises(OSError):  # read_capped never follows a link
-        gate.read_capped(link, gate.MAX_RESULT_BYTES)
+        limits.read_capped(link, limits.MAX_RESULT_BYTES)
 
 
 # --- trainperf check ---------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trainperf.confine",
             "trainperf.nodes",
             "trainperf.checkpoint",
+            "trainperf.limits",
             "trainperf.data",  # its __init__ is a docstring
             "trainperf.data.verified",
         ),

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from trainperf import limits
 from trainperf.errors import ResultsError
 from trainperf.report.figures import matplotlib_parts
 
-MAX_BYTES = 1 << 20  # an ablation file is a few KiB
 MAX_CONFIGURATIONS = 64
 
 
@@ -34,10 +33,11 @@ def find_ablations(roots: list[Path]) -> list[Path]:
 def read_ablation(path: Path) -> dict[str, Any]:
     """An ablation file, its fields checked; a ResultsError naming the file and the field otherwise."""
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise ResultsError(f"{path}: {size} bytes, over the {MAX_BYTES} allowed for an ablation file; not read")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = limits.read_json(path, limits.MAX_DOCUMENT_BYTES)
+    except limits.OverLimit as e:
+        raise ResultsError(
+            f"{path} {e}: refused (an ablation file is a few KiB, 3 deep); run `trainperf ablate` again"
+        ) from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ResultsError(
             f"{path}: not a readable ablation file ({type(e).__name__}); run `trainperf ablate` again"

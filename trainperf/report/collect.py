@@ -13,16 +13,15 @@ ordered by their ``run_start`` times.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trainperf import registry
+from trainperf import limits, registry
 from trainperf.errors import ResultsError, TrainperfError
-from trainperf.results import logged_ms, parse_run, read_mllog
+from trainperf.results import RECORD_FIX, impossible_quality, logged_ms, parse_run
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
 
@@ -46,6 +45,7 @@ class RunResult:
     energy_note: str = "not measured"
     start_ms: int | None = None  # run_start's time_ms: the order of the runs for scoring
     evaluations: tuple[Any, ...] = ()  # the eval_accuracy values as logged (numbers, or objects of fields)
+    evaluation_lines: tuple[int, ...] = ()  # the line of each evaluation in the result file
     reached_target: bool | None = None  # whether an evaluation reaches the spec's target; None: target unknown
     note: str = ""  # why the run is counted differently from its logged status; "" otherwise
 
@@ -237,6 +237,8 @@ def _collect_benchmark(
             f"trainperf has no {scale} spec for {key!r}: scored with {required} runs required, "
             f"{dropped} dropped at each end; target unknown"
         )
+    for run in runs:
+        _check_qualities(run, spec)
     if spec is not None:
         runs = [_rederive(run, spec, key) for run in runs]
     score = score_results(
@@ -256,6 +258,20 @@ def _collect_benchmark(
         runs_dropped=dropped,
         spec_note=spec_note,
     )
+
+
+def _check_qualities(run: RunResult, spec: BenchmarkSpec | None) -> None:
+    """Refuse a run with an evaluation no metric can take (:func:`trainperf.results.impossible_quality`, the rule
+    ``review`` applies): an accuracy of 1000 or 1e400 (infinity) would otherwise reach any target."""
+    higher = spec.higher_is_better if spec is not None else None
+    for value, line in zip(run.evaluations, run.evaluation_lines, strict=False):
+        bad = impossible_quality(value, higher_is_better=higher)
+        if bad is not None:
+            scope = "0 to 1" if higher else "a finite number, 0 or more"
+            raise ResultsError(
+                f"{run.path}: eval_accuracy at line {line} is {bad:g}, not a possible "
+                f"{spec.metric if spec is not None else 'quality'} value ({scope}); {RECORD_FIX}"
+            )
 
 
 def _rederive(run: RunResult, spec: BenchmarkSpec, key: str) -> RunResult:
@@ -300,7 +316,7 @@ def _read_run(
 ) -> tuple[RunResult, str]:
     try:
         logged = parse_run(path, evaluated_after_stop=registry.evaluated_after_run_stop())
-        records = read_mllog(path)
+        records = [rec for _, rec in logged.lines]
     except ResultsError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as e:
@@ -337,6 +353,7 @@ def _read_run(
         energy_note=note,
         start_ms=logged.start_ms,
         evaluations=tuple(logged.evaluations),
+        evaluation_lines=tuple(logged.evaluation_lines),
     )
     return run, logged.scale
 
@@ -370,13 +387,15 @@ def _summary_energy(root: Path) -> tuple[dict[str, dict[tuple[str, str], dict[st
     if not path.is_file():
         return {}, ""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = limits.read_json(path, limits.MAX_DOCUMENT_BYTES)
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for bench in doc.get("benchmarks", []):
             for run in bench.get("runs", []):
                 if isinstance(run, dict) and "energy_joules" in run and isinstance(run.get("log"), str):
                     found[(str(bench.get("benchmark")), Path(run["log"]).name)] = run
         return {str(doc.get("system")): found}, ""
+    except limits.OverLimit as e:
+        raise ResultsError(f"{path} {e}: refused; a trainperf summary.json is a few KiB: move it away") from None
     except (OSError, ValueError, TypeError, AttributeError):
         return {}, f"{path} is unreadable; energy was read from the result files only"
 
@@ -388,10 +407,15 @@ def _read_system(path: Path) -> dict[str, Any]:
             f"(write one with `trainperf system -o {path}`)"
         )
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = limits.read_json(path, limits.MAX_SYSTEM_BYTES)
+    except limits.OverLimit as e:
+        raise ResultsError(
+            f"{path} {e}: refused; a system description is a flat object of a few KiB: write it again with "
+            "`trainperf system`"
+        ) from None
     except OSError as e:
         raise ResultsError(f"cannot read system description {path}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except ValueError as e:  # not JSON, or not UTF-8
         raise ResultsError(f"{path}: not valid JSON ({e}); fix it or write it again with `trainperf system`") from None
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: the top level must be a JSON object of field -> value")

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from trainperf import limits
 from trainperf.contract.closed_rules import Rule
 from trainperf.errors import RuleError, UsageError
 
@@ -25,7 +26,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. --set opt_base_learning_rate=0.003")
         try:
-            value = json.loads(raw)
+            value = limits.loads(raw)
+        except limits.OverLimit as e:
+            raise UsageError(f"--set {key.strip()}=...: the value {e}; give a plain number or text") from None
         except json.JSONDecodeError:
             value = raw
         if isinstance(value, float) and not math.isfinite(value):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf import registry
+from trainperf import limits, registry
 from trainperf.confine import Confinement, confinement
 from trainperf.errors import DataError, NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
@@ -89,7 +89,7 @@ def _read_bytes(path: Path) -> bytes:
     if not path.is_file():
         raise UsageError(f"{where} is not a file: give the path of one MLLOG file (e.g. result_0.txt)")
     try:
-        return gate.read_capped(path.resolve(), gate.MAX_RESULT_BYTES)
+        return limits.read_capped(path.resolve(), limits.MAX_RESULT_BYTES)
     except ValueError as e:
         raise DataError(
             f"{where} {e}: refused unread (MLPerf result logs are well under 1 MiB); is it the log of one run?"
@@ -100,7 +100,13 @@ def _read_bytes(path: Path) -> bytes:
 
 def _read_log(path: Path, data: bytes) -> list[_Line]:
     """MLLOG records in checker order (its "line N" counts these records from 0), read as the checker reads them."""
-    lines = [_Line(ln.lineno, ln.record, ln.error, ln.text) for ln in mllog_lines(data)]
+    try:
+        lines = [_Line(ln.lineno, ln.record, ln.error, ln.text) for ln in mllog_lines(data)]
+    except limits.OverLimit as e:
+        raise DataError(
+            f"{gate.printable(str(path))} {e}: refused before the official checker read it (MLPerf result logs are "
+            "far within that); is it the log of one run?"
+        ) from None
     if not lines:
         raise DataError(
             f"{path} has no MLLOG lines (lines with '{TOKEN.strip()} {{json}}'): "

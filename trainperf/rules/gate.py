@@ -25,28 +25,17 @@ tools do not see) is refused. Nothing is evaluated.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
+# The limits on what is read (sizes, line length, counts, JSON nesting and numbers): one table for every reader
+# (trainperf/limits.py), whose read_capped checks a file's apparent size before a byte is read.
+from trainperf.limits import MAX_LINE_CHARS, OverLimit  # the table's own objects, not copies
 from trainperf.registry import BENCHMARKS, benchmark
 from trainperf.results import mllog_lines
 from trainperf.system import DIVISIONS
 from trainperf.text import is_control, printable
 
-# Size caps. MLPerf Training v2.0 result files are well under 1 MiB (a run logs tens to a few thousand
-# lines) and a system description a few KiB; the caps leave ample room and stop a huge (or sparse) file
-# from being read at all: the apparent size is checked before a byte is read.
-MAX_RESULT_BYTES = 16 * 2**20  # one result file
-MAX_SYSTEM_BYTES = 1 * 2**20  # one systems/<system>.json
-MAX_PACKAGE_BYTES = 256 * 2**20  # everything `trainperf review` copies from one package
-# One MLLOG line. The tools find the JSON of a line with re.sub(".*" + TOKEN, TOKEN, line), whose time grows with
-# the square of the text after the token (measured on the 2-core CI machine: 10 KB 0.1 s, 100 KB 8.5 s, 300 KB
-# 58 s); an MLPerf event is a few hundred characters. At this cap a line costs the tools about 0.02 s, and the
-# largest file allowed (16 MiB of such lines) about a minute, within the checker's time limit.
-MAX_LINE_CHARS = 4096
 # The logged keys the v2.0 rule files format into a rule-file path (see the module docstring).
 PATH_KEYS = ("submission_division", "submission_benchmark", "opt_name")
 _RCP_BENCHMARK_TEXT = "submission_benchmark"  # rcp_checker: `if "submission_benchmark" in line: value is the benchmark`
@@ -88,32 +77,6 @@ def name_problem(name: Any, *, file_name: bool = False) -> str | None:
 
 
 # --- result files ---------------------------------------------------------------------------------
-def read_capped(path: Path, limit: int, *, dir_fd: int | None = None) -> bytes:
-    """The bytes of the plain file ``path``, refused (ValueError) by its apparent size before any is read.
-
-    A link is never followed (``O_NOFOLLOW``); a FIFO or device is refused without blocking on it.
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags, dir_fd=dir_fd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("is not a plain file")
-        if st.st_size > limit:
-            raise ValueError(f"is {_size(st.st_size)} (its apparent size), over the {_size(limit)} allowed")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit + 1)  # the file may have grown since fstat
-        if len(data) > limit:
-            raise ValueError(f"grew past the {_size(limit)} allowed while it was read")
-        return data
-    finally:
-        os.close(fd)
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.4g} MiB" if n >= 2**20 else f"{n} bytes"
-
-
 def _strings(obj: Any) -> Iterator[str]:
     """Every string in a JSON document (object keys too), without recursion."""
     stack = [obj]
@@ -143,8 +106,15 @@ def screen_log(data: bytes) -> list[str]:
     def refuse(lineno: int, key: Any, value: Any, why: str) -> None:
         refusals.append(f"line {lineno}: {shown(key)} has value {shown(value)}, which {why}")
 
-    for line in mllog_lines(data, max_line_chars=MAX_LINE_CHARS):
+    try:
+        lines = mllog_lines(data, max_line_chars=MAX_LINE_CHARS)
+    except OverLimit as e:
+        return [f"the file {e}"]
+    for line in lines:
         lineno, payload = line.lineno, line.text
+        if line.over_limit and line.length <= MAX_LINE_CHARS:
+            refusals.append(f"line {lineno}: {line.over_limit}")
+            continue
         if line.length > MAX_LINE_CHARS:
             refusals.append(
                 f"line {lineno}: an MLLOG line of {line.length} characters, over the {MAX_LINE_CHARS} allowed: the "

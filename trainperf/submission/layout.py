@@ -2,7 +2,7 @@
 
 ``copy_package`` copies into a private folder only what the official tools need: ``systems/*.json`` and
 ``results/<system>/<benchmark>/result_*.txt``. Every file is read as bytes under a size cap (see
-:mod:`trainperf.rules.gate`: 16 MiB a result file, 1 MiB a system description, 256 MiB in all), refused
+:mod:`trainperf.limits`: 16 MiB a result file, 1 MiB a system description, 256 MiB in all), refused
 by its apparent size before a byte is read. Links are never followed: a link where the copy reads
 refuses the package, naming it. Each name on the way must be a plain name (no path separator, ``..``,
 control or pattern character), and each file must pass the gate: a result file whose logged values
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import json
 import os
 import stat
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainperf import limits
 from trainperf.errors import ResultsError
 from trainperf.registry import BENCHMARKS
 from trainperf.rules import gate
@@ -129,16 +129,16 @@ class _Reader:
     def read(self, name: str, parent: int, limit: int, rel: Path) -> bytes:
         """The file's bytes (ValueError with the reason when it is over ``limit``)."""
         try:
-            data = gate.read_capped(Path(name), limit, dir_fd=parent)
+            data = limits.read_capped(Path(name), limit, dir_fd=parent)
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise _link_refused(rel, "?") from None
             raise ResultsError(f"cannot read {gate.printable(str(rel))} in the package: {e.strerror}") from None
         self.bytes += len(data)
-        if self.bytes > gate.MAX_PACKAGE_BYTES:
+        if self.bytes > limits.MAX_PACKAGE_BYTES:
             raise ResultsError(
                 f"refused: the system descriptions and result files of the package add up to more than "
-                f"{gate.MAX_PACKAGE_BYTES // 2**20} MiB (at {gate.printable(str(rel))}); MLPerf packages are far "
+                f"{limits.MAX_PACKAGE_BYTES // 2**20} MiB (at {gate.printable(str(rel))}); MLPerf packages are far "
                 "smaller: remove what is not a result of a run"
             )
         return data
@@ -215,7 +215,7 @@ def _copy_systems(
                 layout.problems.append(f"{where}: the system name {problem}; left out of the check")
                 continue
             try:
-                data = reader.read(name, fd, gate.MAX_SYSTEM_BYTES, Path("systems") / name)
+                data = reader.read(name, fd, limits.MAX_SYSTEM_BYTES, Path("systems") / name)
             except ValueError as e:
                 found[system] = ([f"{where} {e}; left out of the check (a system description is a few KiB)"], None)
                 continue
@@ -242,8 +242,8 @@ def _system_problems(
     warnings = [] if warnings is None else warnings
     where = f"systems/{system}.json"
     try:
-        contents = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        contents = limits.loads(data.decode("utf-8"))  # within the limits: nesting, number length
+    except (UnicodeDecodeError, ValueError) as e:
         return [f"{where} is not valid JSON ({gate.printable(str(e))}); the official tools cannot read it"], None
     if not isinstance(contents, dict):
         return [f"{where} must be a JSON object of field -> string"], None
@@ -326,8 +326,8 @@ def _scaling(reader: _Reader, fd: int, rel: Path, where: str, key: tuple[str, st
     summarizer's score stays raw; the review shows the raw score and the scaled one apart.
     """
     try:
-        data = json.loads(reader.read(rel.name, fd, gate.MAX_SYSTEM_BYTES, rel).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        data = limits.loads(reader.read(rel.name, fd, limits.MAX_SYSTEM_BYTES, rel).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
         data = {"scaling_factor": f"unreadable ({gate.printable(str(e))})"}
     factor = data.get("scaling_factor") if isinstance(data, dict) else None
     if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 <= factor <= MAX_SCALING_FACTOR):
@@ -374,7 +374,7 @@ def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str
                 layout.refused.setdefault(key, {})[name] = [f"its name {problem}"]
                 continue
             try:
-                data = reader.read(name, fd, gate.MAX_RESULT_BYTES, rel / name)
+                data = reader.read(name, fd, limits.MAX_RESULT_BYTES, rel / name)
             except ValueError as e:
                 layout.refused.setdefault(key, {})[name] = [f"the file {e}; it is not read"]
                 continue

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainperf import limits
 from trainperf.errors import NotAvailableError, ResultsError, UsageError
 from trainperf.registry import BENCHMARKS
 from trainperf.results import read_mllog
@@ -184,8 +185,8 @@ def _check_system(desc: Path, system: str, org: str) -> None:
             f"`{command}` on that machine"
         )
     try:
-        contents = json.loads(desc.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        contents = limits.read_json(desc, limits.MAX_SYSTEM_BYTES)
+    except (OSError, ValueError) as e:  # limits.OverLimit is a ValueError
         raise ResultsError(f"{desc} is not a readable JSON system description ({e}); write it again") from None
     if not isinstance(contents, dict):
         raise ResultsError(f"{desc}: a system description is a JSON object of field -> string")

@@ -39,7 +39,7 @@ from mlperf_logging.benchmark_meta import get_result_file_counts
 from trainperf import registry
 from trainperf.errors import NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
-from trainperf.results import LoggedRun, parse_run, read_mllog
+from trainperf.results import LoggedRun, impossible_quality, parse_run
 from trainperf.rules import gate
 from trainperf.rules.compliance import TARGET_PROBLEM, check_logs
 from trainperf.scoring import Score, score_results
@@ -321,8 +321,8 @@ def _package_checker_errors(msgs: list[str]) -> tuple[list[str], list[str]]:
 
 def _read_run(path: Path, bench: _Bench, layout: Layout) -> _Run:
     try:
-        records = read_mllog(path)
         logged = parse_run(path, evaluated_after_stop=registry.evaluated_after_run_stop())
+        records = [rec for _, rec in logged.lines]  # the file read once
     except (TrainperfError, ValueError, TypeError, KeyError) as e:
         bench.problems.append(f"{path.name}: cannot be read as a run ({layout.relative(str(e))})")
         return _Run(name=path.name, path=path, records=[], logged=None)
@@ -416,12 +416,6 @@ def _first(records: list[dict[str, Any]], key: str) -> Any:
     return next((r.get("value") for r in records if r.get("key") == key), None)
 
 
-def _numbers(value: Any) -> list[float]:
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _numbers(v)]
-    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
-
-
 def _seed_records(run: _Run) -> set[tuple[Any, Any, str]]:
     """The run's seeds as the round's seed checker tells them apart: (source file, line, value)."""
     out = set()
@@ -468,15 +462,11 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) 
         for r in run.records:
             if r.get("key") != "eval_accuracy":
                 continue
-            bad = [
-                x
-                for x in _numbers(r.get("value"))
-                if not math.isfinite(x) or x < 0 or (x > 1 and spec is not None and spec.higher_is_better)
-            ]
-            if bad:
+            bad = impossible_quality(r.get("value"), higher_is_better=spec is not None and spec.higher_is_better)
+            if bad is not None:
                 epoch = (r.get("metadata") or {}).get("epoch_num") if isinstance(r.get("metadata"), dict) else None
                 bench.problems.append(
-                    f"{run.name}: eval_accuracy {bad[0]:g} (epoch {epoch}) is not a possible "
+                    f"{run.name}: eval_accuracy {bad:g} (epoch {epoch}) is not a possible "
                     f"{spec.metric if spec else 'quality'} value (0 to 1)"
                 )
                 break

@@ -1,0 +1,150 @@
+"""check, review and report on inputs 1x, 4x and 16x as large: each must cost about 16x at 16x, not 256x.
+
+    flock /tmp/trainperf-cpu.lock python benchmarks/linear_time.py [--repeats 3] [--epochs 100] [--wide 16]
+
+The input at size k is a package of five mini resnet runs (``acme/results/box/resnet/result_<i>.txt`` and
+``systems/box.json``), each run logging ``k * epochs`` epochs (seven MLLOG lines each: block, epoch and evaluation
+start and stop, the accuracy rising to the target at the last) and ``k * wide`` notes of 1,000 characters (long
+lines, within the caps of trainperf/limits.py: at 16x a file is 11,500 lines, 2.4 MiB, and its sum of squared
+line lengths two thirds of MAX_LINE_COST). Timed, each the median of ``repeats``:
+
+- ``check``: :func:`trainperf.rules.compliance.check_log` of result_0.txt (the gate, the official compliance
+  checker in its confinement, the explanations)
+- ``review``: :func:`trainperf.submission.review.review` of the package (the copy, the gate, the batch checker,
+  package_checker, result_summarizer, rcp_checker)
+- ``report``: :func:`trainperf.report.html.write_report` of the package (no history chart)
+
+It prints each command's time at each size and the ratios to 1x; linear is 4 and 16 (the fixed cost of starting
+the official tools pulls the ratios below that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from trainperf import registry
+from trainperf.report.html import write_report
+from trainperf.rules.compliance import check_log
+from trainperf.submission.review import review
+from trainperf.system import REQUIRED_FIELDS
+
+MLLOG = ":::MLLOG "
+T0 = 1_650_000_000_000
+SIZES = (1, 4, 16)
+
+
+def log_text(epochs: int, wide: int, seed: int) -> str:
+    """A mini resnet run of ``epochs`` epochs and ``wide`` long notes, as MLLOG lines."""
+    target = registry.get_spec("resnet", "mini").target
+    clock = iter(range(T0, T0 + 10**9, 10))
+    lines = ["ordinary output that the checker ignores"]
+
+    def event(key: str, value=None, event_type: str = "POINT_IN_TIME", **metadata) -> None:
+        record = {"namespace": "", "time_ms": next(clock), "event_type": event_type, "key": key, "value": value}
+        lines.append(MLLOG + json.dumps({**record, "metadata": {"file": "train.py", "lineno": 1, **metadata}}))
+
+    event("cache_clear", True)
+    event("init_start", event_type="INTERVAL_START")
+    for key, value in [
+        ("submission_benchmark", "resnet"),
+        ("submission_org", "acme"),
+        ("submission_division", "open"),
+        ("submission_platform", "box"),
+        ("submission_status", "research"),
+        ("trainperf_scale", "mini"),
+        ("trainperf_division", "open"),
+        ("seed", seed),
+        ("global_batch_size", 128),
+        ("gradient_accumulation_steps", 1),
+        ("opt_name", "adamw"),
+        ("opt_base_learning_rate", 0.004),
+        ("opt_weight_decay", 0.05),
+        ("opt_learning_rate_warmup_epochs", 0.4),
+        ("opt_learning_rate_schedule_epochs", 2.0),
+        ("label_smoothing", 0.1),
+        ("train_samples", 60000),
+        ("eval_samples", 10000),
+    ]:
+        event(key, value)
+    event("init_stop", event_type="INTERVAL_END")
+    event("run_start", event_type="INTERVAL_START")
+    for i in range(wide):
+        event("trainperf_note", f"{i:08d}" + "x" * 992)
+    for epoch in range(epochs):
+        accuracy = target if epoch == epochs - 1 else target * (epoch + 1) / (epochs + 1)
+        event("block_start", event_type="INTERVAL_START", first_epoch_num=epoch, epoch_count=1)
+        event("epoch_start", event_type="INTERVAL_START", epoch_num=epoch)
+        event("epoch_stop", event_type="INTERVAL_END", epoch_num=epoch)
+        event("eval_start", event_type="INTERVAL_START", epoch_num=epoch)
+        event("eval_accuracy", round(accuracy, 6), epoch_num=epoch)
+        event("eval_stop", event_type="INTERVAL_END", epoch_num=epoch)
+        event("block_stop", event_type="INTERVAL_END", first_epoch_num=epoch)
+    event("run_stop", event_type="INTERVAL_END", status="success")
+    return "\n".join(lines) + "\n"
+
+
+def make_package(root: Path, epochs: int, wide: int) -> Path:
+    org = root / "acme"
+    (org / "systems").mkdir(parents=True)
+    desc = {f: "1" if f.endswith(("count", "per_node", "nodes")) else "n/a" for f in REQUIRED_FIELDS}
+    desc.update(submitter="acme", division="open", status="research", system_name="box", accelerators_per_node="0")
+    (org / "systems" / "box.json").write_text(json.dumps(desc, indent=2))
+    folder = org / "results" / "box" / "resnet"
+    folder.mkdir(parents=True)
+    for i in range(5):
+        (folder / f"result_{i}.txt").write_text(log_text(epochs, wide, seed=i + 1))
+    return org
+
+
+def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=100, help="epochs of each run at 1x (7 MLLOG lines each)")
+    p.add_argument("--wide", type=int, default=16, help="notes of 1,000 characters in each run at 1x")
+    a = p.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="trainperf-linear-"))
+    rows: dict[str, dict[int, float]] = {"check": {}, "review": {}, "report": {}}
+    try:
+        for k in SIZES:
+            org = make_package(root / f"x{k}", a.epochs * k, a.wide * k)
+            first = org / "results" / "box" / "resnet" / "result_0.txt"
+            size = sum(f.stat().st_size for f in first.parent.iterdir())
+            lines = first.read_text().count(MLLOG)
+            result = check_log(first)
+            verdict = review(org)
+            assert result.passed, result.problems
+            assert verdict.passed, (verdict.problems, [v.problems for v in verdict.verdicts])
+            rows["check"][k] = median_seconds(lambda f=first: check_log(f), a.repeats)
+            rows["review"][k] = median_seconds(lambda o=org: review(o), a.repeats)
+            rows["report"][k] = median_seconds(
+                lambda o=org, k=k: write_report([o], root / f"report-{k}.html", history_png=None, history_round=None),
+                a.repeats,
+            )
+            print(f"{k:>2}x: 5 result files of {lines:,} MLLOG lines, {size / 2**20:.2f} MiB in all", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{'command':<8}" + "".join(f"{f'{k}x (s)':>10}" for k in SIZES) + f"{'4x/1x':>8}{'16x/1x':>8}")
+    for name, t in rows.items():
+        print(f"{name:<8}" + "".join(f"{t[k]:>10.2f}" for k in SIZES) + f"{t[4] / t[1]:>8.1f}{t[16] / t[1]:>8.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
