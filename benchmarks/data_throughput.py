@@ -21,7 +21,8 @@ The fixtures (what is real-size, and how):
 - unet3d: the smoke fixture's KiTS19 cases, then, in memory, cases of 190x330x330 voxels (a typical KiTS19 case
   after the reference's resampling to 1.6x1.2x1.2 mm) sampled into 128^3 patches (the reference's).
 - bert: one training shard of 4,096 examples at full length (512 tokens, 76 predictions) in the packed HDF5
-  layout (an evaluation file and an empty stand-in checkpoint beside it: the model is not built).
+  layout (an evaluation file and an empty stand-in checkpoint beside it: the model is not built); a repetition
+  is one epoch of it, so each includes the shard's read.
 - dlrm: the reference's binary records (Criteo 1TB preprocessed: 40 int32 per click), 8 batches' worth.
 - minigo: not measured: its training positions come from self-play with the model being trained, on the
   accelerator; there is no data set to load.
@@ -292,9 +293,11 @@ def unet3d_cases(tmp: Path) -> list[Case]:
 
 
 def bert_cases(tmp: Path) -> list[Case]:
-    described = write_bert(tmp / "bert" / "reference")
-    w = build_workload("bert", tmp, 56)
-    return [Case("bert", "bert", 56, 8, described, iter(w.train_batches()))]
+    examples, batch = 4096, 56
+    described = write_bert(tmp / "bert" / "reference", examples)
+    w = build_workload("bert", tmp, batch)
+    # a repetition is a whole epoch of the one shard: the shard's read (HDF5, checked) is in every repetition
+    return [Case("bert", "bert", batch, examples // batch, described, iter(w.train_batches()))]
 
 
 def dlrm_cases(tmp: Path) -> list[Case]:

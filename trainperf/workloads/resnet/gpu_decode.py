@@ -132,6 +132,15 @@ def crop_flip_resize(
     return out.mul_(wy[:, None]).add_(upper).sub_(mean)
 
 
+def _decode_one(raw: torch.Tensor, device: torch.device) -> torch.Tensor:
+    from torchvision.io import decode_jpeg
+
+    try:
+        return decode_jpeg(raw, device=device)
+    except RuntimeError:
+        return decode_jpeg(raw).to(device)  # libjpeg-turbo, as the CPU path decodes it
+
+
 def decode_and_augment(batch: EncodedBatch, device: torch.device | str) -> torch.Tensor:
     """The batch's (N, 3, 224, 224) float32 input on ``device``: JPEGs decoded there in one call (nvJPEG on a
     GPU), pixels decoded by a worker copied there, then each image cropped, flipped and resized."""
@@ -142,7 +151,10 @@ def decode_and_augment(batch: EncodedBatch, device: torch.device | str) -> torch
     decoded: dict[int, torch.Tensor] = {}
     if encoded:
         raws = [batch.images[i] for i in encoded]
-        outs = decode_jpeg(raws, device=device)
+        try:
+            outs = decode_jpeg(raws, device=device)
+        except RuntimeError:  # one file the device's decoder refuses: each alone, the refused ones on the CPU
+            outs = [_decode_one(raw, device) for raw in raws]
         decoded.update(zip(encoded, outs, strict=True))
     mean = torch.tensor(data.REFERENCE_MEAN_255, device=device)[:, None, None]
     images = []
