@@ -107,3 +107,16 @@ def test_a_file_the_devices_decoder_refuses_is_decoded_alone_on_the_cpu(tmp_path
 
     monkeypatch.setattr(torchvision.io, "decode_jpeg", device_decoder)
     assert torch.equal(gpu_decode.decode_and_augment(batch, "cpu"), expected)
+
+
+def test_a_jpeg_no_decoder_reads_is_a_data_error_naming_the_file(tmp_path):
+    from trainperf.errors import DataError
+
+    data.write_smoke_fixture(tmp_path)
+    path = next((tmp_path / "train").rglob("*.JPEG"))
+    whole = _jpeg(_photo(64, 64, 4))
+    path.write_bytes(whole[:200] + bytes(len(whole) - 202) + whole[-2:])  # the header kept, the scan zeroed
+    encoded = gpu_decode.imagenet_train_set(tmp_path)
+    batch, _ = gpu_decode.collate([encoded[[p for p, _ in encoded.samples].index(str(path))]])
+    with pytest.raises(DataError, match=rf"{path.name} is not a decodable JPEG"):
+        gpu_decode.decode_and_augment(batch, "cpu")

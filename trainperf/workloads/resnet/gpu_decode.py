@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from trainperf.errors import DataError
 from trainperf.workloads.resnet import data
 
 
@@ -37,6 +38,7 @@ class EncodedBatch:
     images: list[torch.Tensor]
     windows: list[tuple[int, int, int, int]]
     flips: list[bool]
+    paths: list[str]
 
     def __len__(self) -> int:
         return len(self.images)
@@ -70,7 +72,7 @@ class EncodedTrainSample:
     """The worker's share of the device path, as an ImageFolder loader and transform in one: the file's bytes
     (or PIL's pixels), the crop window and the flip."""
 
-    def __call__(self, path: str | Path) -> tuple[torch.Tensor, tuple[int, int, int, int], bool]:
+    def __call__(self, path: str | Path) -> tuple[torch.Tensor, tuple[int, int, int, int], bool, str]:
         raw = Path(path).read_bytes()
         size = _is_rgb_jpeg(raw)
         if size is None:
@@ -84,7 +86,7 @@ class EncodedTrainSample:
             image = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
         window = data.distorted_box_window(*size)
         flip = float(torch.rand(())) < 0.5
-        return image, window, flip
+        return image, window, flip, str(path)
 
 
 def collate(samples: list) -> tuple[EncodedBatch, torch.Tensor]:
@@ -92,7 +94,8 @@ def collate(samples: list) -> tuple[EncodedBatch, torch.Tensor]:
     images = [s[0][0] for s in samples]
     windows = [s[0][1] for s in samples]
     flips = [s[0][2] for s in samples]
-    return EncodedBatch(images, windows, flips), torch.tensor([s[1] for s in samples])
+    paths = [s[0][3] for s in samples]
+    return EncodedBatch(images, windows, flips, paths), torch.tensor([s[1] for s in samples])
 
 
 def imagenet_train_set(root: Path):
@@ -132,13 +135,20 @@ def crop_flip_resize(
     return out.mul_(wy[:, None]).add_(upper).sub_(mean)
 
 
-def _decode_one(raw: torch.Tensor, device: torch.device) -> torch.Tensor:
+def _decode_one(raw: torch.Tensor, device: torch.device, path: str) -> torch.Tensor:
     from torchvision.io import decode_jpeg
 
     try:
         return decode_jpeg(raw, device=device)
     except RuntimeError:
+        pass
+    try:
         return decode_jpeg(raw).to(device)  # libjpeg-turbo, as the CPU path decodes it
+    except RuntimeError as e:
+        reason = str(e).strip().splitlines()[-1]
+        raise DataError(
+            f"ImageNet file {path} is not a decodable JPEG ({reason}): replace it with the original"
+        ) from None
 
 
 def decode_and_augment(batch: EncodedBatch, device: torch.device | str) -> torch.Tensor:
@@ -154,7 +164,7 @@ def decode_and_augment(batch: EncodedBatch, device: torch.device | str) -> torch
         try:
             outs = decode_jpeg(raws, device=device)
         except RuntimeError:  # one file the device's decoder refuses: each alone, the refused ones on the CPU
-            outs = [_decode_one(raw, device) for raw in raws]
+            outs = [_decode_one(raw, device, batch.paths[i]) for i, raw in zip(encoded, raws, strict=True)]
         decoded.update(zip(encoded, outs, strict=True))
     mean = torch.tensor(data.REFERENCE_MEAN_255, device=device)[:, None, None]
     images = []
