@@ -296,12 +296,14 @@ def _chw(img) -> torch.Tensor:
     return torch.from_numpy(np.asarray(img, dtype=np.uint8).copy()).permute(2, 0, 1)
 
 
-class ReferenceTrainTransform:
-    """The reference's training preprocessing of one RGB PIL image: the distorted-box crop
-    (:func:`distorted_box_window`), a horizontal flip with probability 1/2, a resize to 224x224 that does not
-    keep the aspect ratio (:func:`tf1_resize_bilinear`), the channel means subtracted. In this order, as the
-    reference's ``_decode_crop_and_flip`` and ``_resize_image``: with a corner-anchored resize, flipping
-    before and after resizing differ. Draws from torch's default generator (a DataLoader seeds each worker's)."""
+class PlainReferenceTrainTransform:
+    """The reference's training preprocessing of one RGB PIL image, written as the reference states it: the
+    distorted-box crop (:func:`distorted_box_window`), a horizontal flip with probability 1/2, a resize to
+    224x224 that does not keep the aspect ratio (:func:`tf1_resize_bilinear`), the channel means subtracted. In
+    this order, as the reference's ``_decode_crop_and_flip`` and ``_resize_image``: with a corner-anchored
+    resize, flipping before and after resizing differ. Draws from torch's default generator (a DataLoader seeds
+    each worker's). :class:`ReferenceTrainTransform` computes the same numbers faster; this one is its oracle
+    (tests/unit/test_resnet_fast_path.py) and its peer in ``benchmarks/data_throughput.py``."""
 
     def __call__(self, img) -> torch.Tensor:
         top, left, h, w = distorted_box_window(img.height, img.width)
@@ -309,6 +311,117 @@ class ReferenceTrainTransform:
         if float(torch.rand(())) < 0.5:
             pixels = pixels.flip(2)
         return _reference_input(tf1_resize_bilinear(pixels, (OUTPUT_SIZE, OUTPUT_SIZE)))
+
+
+def _tf1_axis(n_in: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`tf1_resize_bilinear`'s sampling along one axis of ``n_in`` pixels to 224, in numpy: (lower, upper,
+    weight of upper), the same float32 numbers."""
+    pos = np.arange(OUTPUT_SIZE, dtype=np.float32) * np.float32(n_in / OUTPUT_SIZE)
+    lower = np.floor(pos)
+    upper = np.minimum(np.ceil(pos), np.float32(n_in - 1))
+    return lower.astype(np.intp), upper.astype(np.intp), pos - lower
+
+
+class _Scratch:
+    """Work arrays of :func:`crop_flip_resize`, reused from one image to the next: allocating megabytes per
+    image (fresh pages each time) costs more than the arithmetic. Each is contiguous, so that numpy runs
+    every operation as one long loop (over rows of 224 x 3 values, not over pixels of 3)."""
+
+    def __init__(self) -> None:
+        n = OUTPUT_SIZE
+        self.near8 = np.empty((2 * n, n, 3), np.uint8)  # each output pixel's left neighbours, upper rows then lower
+        self.far8 = np.empty((2 * n, n, 3), np.uint8)  # and its right neighbours
+        self.near = np.empty((2 * n, n * 3), np.float32)
+        self.far = np.empty((2 * n, n * 3), np.float32)
+        self.vertical = np.empty((n, n * 3), np.float32)
+        self._rows = np.empty(0, np.uint8)
+
+    def rows(self, width: int) -> np.ndarray:
+        """A (2 x 224, width, 3) uint8 array (a view of one buffer, grown to the widest image seen)."""
+        size = 2 * OUTPUT_SIZE * width * 3
+        if self._rows.size < size:
+            self._rows = np.empty(size, np.uint8)
+        return self._rows[:size].reshape(2 * OUTPUT_SIZE, width, 3)
+
+
+_MEAN_ROW = np.tile(np.asarray(REFERENCE_MEAN_255, dtype=np.float32), OUTPUT_SIZE)  # one output row's means
+
+
+def crop_flip_resize(
+    pixels: np.ndarray, window: tuple[int, int, int, int], flip: bool, scratch: _Scratch | None = None
+) -> np.ndarray:
+    """The crop ``window`` (top, left, height, width) of an (H, W, 3) uint8 image, flipped when ``flip``,
+    resized to 224x224 by :func:`tf1_resize_bilinear`'s rule, the channel means subtracted: a new (224, 224, 3)
+    float32 array, bit for bit :class:`PlainReferenceTrainTransform`'s numbers.
+
+    Only the four neighbours of each output pixel are read (two rows of the image per output row, two columns
+    per output column), never the whole crop; a flip reverses the columns read. The arithmetic is the
+    reference resize's, in its order (along each row, then between rows), in float32. ``scratch``: work arrays
+    to reuse (one per process; not shared between threads).
+    """
+    s = scratch or _Scratch()
+    top, left, h, w = window
+    y0, y1, wy = _tf1_axis(h)
+    x0, x1, wx = _tf1_axis(w)
+    if flip:  # column j of the flipped crop is column w - 1 - j of the crop
+        x0, x1 = (w - 1) - x0, (w - 1) - x1
+    n = OUTPUT_SIZE
+    rows = np.take(pixels, np.concatenate([y0, y1]) + top, axis=0, out=s.rows(pixels.shape[1]))  # upper, lower rows
+    np.take(rows, x0 + left, axis=1, out=s.near8)
+    np.take(rows, x1 + left, axis=1, out=s.far8)
+    near, horizontal = s.near, s.far
+    near[...] = s.near8.reshape(2 * n, n * 3)
+    horizontal[...] = s.far8.reshape(2 * n, n * 3)
+    horizontal -= near  # along each row: near + (far - near) * wx, for the upper and the lower rows at once
+    horizontal *= np.repeat(wx, 3)
+    horizontal += near
+    upper, lower = horizontal[:n], horizontal[n:]
+    vertical = np.subtract(lower, upper, out=s.vertical)  # then between rows: upper + (lower - upper) * wy
+    vertical *= wy[:, None]
+    vertical += upper
+    return np.subtract(vertical, _MEAN_ROW).reshape(n, n, 3)
+
+
+class ReferenceTrainTransform:
+    """The reference's training preprocessing (:class:`PlainReferenceTrainTransform`'s numbers, bit for bit, and
+    the same draws from torch's default generator, in the same order) of an (H, W, 3) uint8 image or an RGB PIL
+    image: the crop window and the flip are drawn first, then :func:`crop_flip_resize` reads only the pixels the
+    resize samples. Out: (3, 224, 224) float32, a channels-first view of a channels-last array (a batch of them
+    collates to the same numbers)."""
+
+    _scratch: _Scratch | None = None  # made on first use, in the process that uses it (a DataLoader worker)
+
+    def __call__(self, pixels) -> torch.Tensor:
+        pixels = np.asarray(pixels)
+        window = distorted_box_window(pixels.shape[0], pixels.shape[1])
+        flip = float(torch.rand(())) < 0.5
+        if self._scratch is None:
+            self._scratch = _Scratch()
+        return torch.from_numpy(crop_flip_resize(pixels, window, flip, self._scratch)).permute(2, 0, 1)
+
+    def __getstate__(self) -> dict:
+        return {}  # the work arrays stay behind when the dataset is sent to a spawned worker
+
+
+def read_rgb(path: str | Path) -> np.ndarray:
+    """An image file as an (H, W, 3) uint8 array, the pixels torchvision's ImageFolder loader gives (PIL,
+    converted to RGB): a three-channel JPEG is decoded by torchvision's libjpeg-turbo decoder (the same
+    numbers as PIL's, tests/unit/test_resnet_fast_path.py, and faster: no PIL image to copy out of); anything
+    else (greyscale, CMYK, a PNG named .JPEG, as ImageNet holds a few) is read by PIL as ImageFolder does."""
+    from torchvision.io import decode_jpeg, read_file
+
+    raw = read_file(str(path))
+    if raw[:2].tolist() == [0xFF, 0xD8]:
+        try:
+            image = decode_jpeg(raw)
+        except RuntimeError:
+            image = None
+        if image is not None and image.shape[0] == 3:
+            return image.permute(1, 2, 0).numpy()  # the decoder's own (H, W, 3) buffer
+    from PIL import Image
+
+    with Image.open(path) as img:
+        return np.asarray(img.convert("RGB"))
 
 
 class ReferenceEvalTransform:
@@ -345,7 +458,7 @@ def imagenet_datasets(root: Path, *, classes: int | None = IMAGENET_CLASSES):
     from torchvision import datasets
 
     check_imagenet_layout(root)
-    train = datasets.ImageFolder(root / "train", ReferenceTrainTransform())
+    train = datasets.ImageFolder(root / "train", ReferenceTrainTransform(), loader=read_rgb)
     val = datasets.ImageFolder(root / "val", ReferenceEvalTransform())
     if train.classes != val.classes:
         raise DataError(f"ImageNet train and val under {root} have different class folders")

@@ -13,7 +13,7 @@ from trainperf import seeds
 from trainperf.errors import DataError, UsageError
 from trainperf.spec import Workload
 from trainperf.workloads.common.schedules import adamw_one_cycle, poly_warmup
-from trainperf.workloads.resnet import data
+from trainperf.workloads.resnet import data, gpu_decode
 from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50
 
 MINI_EVAL_BATCH = 2000
@@ -43,6 +43,8 @@ class ResNetWorkload(Workload):
             root = self.data_dir / "resnet" / "reference"
             classes = None if self.smoke else data.IMAGENET_CLASSES  # a smoke fixture holds a few classes
             self.train_set, self.val_set = data.imagenet_datasets(root, classes=classes)
+            if self.device.type == "cuda":  # decoded and augmented on the GPU (gpu_decode.py), the same numbers' rule
+                self.train_set = gpu_decode.imagenet_train_set(root)
             self._loaded = (len(self.train_set), len(self.val_set))
 
     @property
@@ -141,6 +143,7 @@ class ResNetWorkload(Workload):
             drop_last=True,
             pin_memory=self.device.type == "cuda",
             persistent_workers=True,
+            collate_fn=gpu_decode.collate if self.device.type == "cuda" else None,
         )
         epoch = 0
         while True:
@@ -167,8 +170,10 @@ class ResNetWorkload(Workload):
                 yield x, self.ytr[idx]
             epoch += 1
 
-    def _to_input(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.uint8:  # mini: normalize on the fly
+    def _to_input(self, x: torch.Tensor | gpu_decode.EncodedBatch) -> torch.Tensor:
+        if isinstance(x, gpu_decode.EncodedBatch):  # reference training on a GPU: JPEGs decoded there
+            x = gpu_decode.decode_and_augment(x, self.device)
+        elif x.dtype == torch.uint8:  # mini: normalize on the fly
             x = (x.float() / 255.0 - data.MEAN) / data.STD
         return x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
 

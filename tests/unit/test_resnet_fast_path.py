@@ -1,0 +1,122 @@
+"""resnet's reference training input: the fast CPU path and the device path's CPU twin give the plain path's
+numbers, bit for bit, from the same draws (so the crop boxes, flips and outputs are distributed as the plain
+path's, which tests/unit/test_resnet_crop.py checks against the reference's rule)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from trainperf.workloads.resnet import data, gpu_decode
+
+
+def _photo(height: int, width: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[:height, :width]
+    smooth = np.stack([np.sin(x / (7 + 5 * c) + y / (11 + 3 * c)) for c in range(3)], -1) * 80 + 128
+    return np.clip(smooth + rng.normal(0, 12, (height, width, 3)), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "height,width", [(375, 500), (333, 500), (90, 60)]
+)  # ImageNet's common sizes, and one whose crops are all smaller than the output (upsampled)
+def test_fast_transform_gives_the_plain_transforms_numbers_and_draws(height, width):
+    image = Image.fromarray(_photo(height, width, height), "RGB")
+    plain, fast = data.PlainReferenceTrainTransform(), data.ReferenceTrainTransform()
+    for seed in range(25):
+        torch.manual_seed(seed)
+        expected = plain(image)
+        after_plain = torch.rand(())  # the same number of draws from the generator
+        torch.manual_seed(seed)
+        got = fast(np.asarray(image))
+        assert torch.rand(()) == after_plain
+        assert got.shape == (3, 224, 224) and got.dtype == torch.float32
+        assert torch.equal(got, expected), seed
+
+
+def _jpeg(pixels: np.ndarray, mode: str = "RGB", **options) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(pixels, "RGB").convert(mode).save(buf, "JPEG", quality=90, **options)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "mode,options",
+    [("RGB", {"subsampling": 2}), ("RGB", {"subsampling": 1}), ("RGB", {"subsampling": 0}), ("L", {}), ("CMYK", {})],
+)
+def test_read_rgb_gives_the_pixels_of_imagefolders_pil_loader(tmp_path, mode, options):
+    from torchvision.datasets.folder import default_loader
+
+    path = tmp_path / "x.JPEG"
+    path.write_bytes(_jpeg(_photo(75, 100, 1), mode, **options))
+    got = data.read_rgb(path)
+    assert got.shape == (75, 100, 3) and got.dtype == np.uint8
+    assert np.array_equal(got, np.asarray(default_loader(path)))
+
+
+def test_read_rgb_reads_a_png_named_jpeg_as_imagefolder_does(tmp_path):
+    path = tmp_path / "n02105855_2933.JPEG"  # ImageNet's one PNG under a .JPEG name
+    Image.fromarray(_photo(40, 30, 2), "RGB").save(path, "PNG")
+    assert np.array_equal(data.read_rgb(path), _photo(40, 30, 2))
+
+
+def test_the_device_paths_cpu_twin_gives_the_cpu_paths_batches(tmp_path):
+    data.write_smoke_fixture(tmp_path)  # RGB, greyscale and CMYK JPEGs of several sizes
+    train, _ = data.imagenet_datasets(tmp_path, classes=None)
+    encoded = gpu_decode.imagenet_train_set(tmp_path)
+    assert encoded.samples == train.samples
+    for seed in range(2):
+        torch.manual_seed(seed)
+        expected = [train[i] for i in range(len(train))]
+        torch.manual_seed(seed)
+        batch, labels = gpu_decode.collate([encoded[i] for i in range(len(encoded))])
+        assert any(im.ndim == 3 for im in batch.images) and any(im.ndim == 1 for im in batch.images)
+        images = gpu_decode.decode_and_augment(batch, "cpu")
+        assert torch.equal(images, torch.stack([x for x, _ in expected]))
+        assert labels.tolist() == [y for _, y in expected]
+
+
+def test_header_reader_tells_three_channel_jpegs_from_the_rest():
+    rgb = _jpeg(_photo(37, 53, 3))
+    assert gpu_decode._is_rgb_jpeg(rgb) == (37, 53)
+    assert gpu_decode._is_rgb_jpeg(_jpeg(_photo(37, 53, 3), progressive=True)) == (37, 53)
+    assert gpu_decode._is_rgb_jpeg(_jpeg(_photo(37, 53, 3), "L")) is None
+    assert gpu_decode._is_rgb_jpeg(_jpeg(_photo(37, 53, 3), "CMYK")) is None
+    assert gpu_decode._is_rgb_jpeg(b"\x89PNG\r\n\x1a\n" + rgb) is None
+    assert gpu_decode._is_rgb_jpeg(rgb[:20]) is None
+
+
+def test_a_file_the_devices_decoder_refuses_is_decoded_alone_on_the_cpu(tmp_path, monkeypatch):
+    import torchvision.io
+
+    data.write_smoke_fixture(tmp_path)
+    encoded = gpu_decode.imagenet_train_set(tmp_path)
+    torch.manual_seed(0)
+    batch, _ = gpu_decode.collate([encoded[i] for i in range(4)])
+    expected = gpu_decode.decode_and_augment(batch, "cpu")
+    real, refused = torchvision.io.decode_jpeg, next(im for im in batch.images if im.ndim == 1)
+
+    def device_decoder(images, *args, device=None, **kwargs):  # stands for nvJPEG refusing one file of the batch
+        if isinstance(images, list) or (device is not None and images is refused):
+            raise RuntimeError("nvjpeg: unsupported file")
+        return real(images, *args, **kwargs) if device is None else real(images, *args, device=device, **kwargs)
+
+    monkeypatch.setattr(torchvision.io, "decode_jpeg", device_decoder)
+    assert torch.equal(gpu_decode.decode_and_augment(batch, "cpu"), expected)
+
+
+def test_a_jpeg_no_decoder_reads_is_a_data_error_naming_the_file(tmp_path):
+    from trainperf.errors import DataError
+
+    data.write_smoke_fixture(tmp_path)
+    path = next((tmp_path / "train").rglob("*.JPEG"))
+    whole = _jpeg(_photo(64, 64, 4))
+    path.write_bytes(whole[:200] + bytes(len(whole) - 202) + whole[-2:])  # the header kept, the scan zeroed
+    encoded = gpu_decode.imagenet_train_set(tmp_path)
+    batch, _ = gpu_decode.collate([encoded[[p for p, _ in encoded.samples].index(str(path))]])
+    with pytest.raises(DataError, match=rf"{path.name} is not a decodable JPEG"):
+        gpu_decode.decode_and_augment(batch, "cpu")
