@@ -38,7 +38,7 @@ def test_sharded_steps_equal_one_process(tmp_path, scale, nproc):
 
 
 def test_tables_are_spread_by_rows():
-    sizes = FLAVOURS["reference"].table_sizes
+    sizes = FLAVOURS["reference"].model.table_sizes
     owned = assign_tables(sizes, 8)
     assert sorted(f for t in owned for f in t) == list(range(26))
     rows = [sum(sizes[f] for f in t) for t in owned]

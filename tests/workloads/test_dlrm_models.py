@@ -24,7 +24,7 @@ from trainperf.workloads.dlrm.workload import FLAVOURS, REFERENCE_DAYS, lr_polic
 
 
 def test_full_reference_model_on_the_meta_device():
-    model = DLRM(FLAVOURS["reference"], device="meta")
+    model = DLRM(FLAVOURS["reference"].model, device="meta")
     n = sum(p.numel() for p in model.parameters())
     assert model.embeddings.weight.shape == (187_767_399, 128)
     assert n == 187_767_399 * 128 + 171_392 + 2_197_505  # tables + bottom MLP + top MLP: 24.04 G parameters
@@ -34,7 +34,7 @@ def test_full_reference_model_on_the_meta_device():
 
 
 def test_tensor_names_match_the_v2_closed_rule_file():
-    model = DLRM(dataclasses.replace(FLAVOURS["reference"], table_sizes=(3,) * 26), device="meta")
+    model = DLRM(dataclasses.replace(FLAVOURS["reference"].model, table_sizes=(3,) * 26), device="meta")
     assert sorted(set(layer_names(model).values())) == sorted(official_tensor_names("dlrm"))
 
 

@@ -20,13 +20,13 @@ from trainperf.workloads.rnnt.workload import FLAVOURS
 
 def test_reference_model_has_the_reference_s_49m_parameters():
     with torch.device("meta"):
-        m = model.RNNT(FLAVOURS["reference"])
+        m = model.RNNT(FLAVOURS["reference"].model)
     # pre_rnn 13,582,336 + post_rnn 29,384,704 + pred_embed 523,776 + dec_rnn 4,202,496 + joint 1,312,768
     assert sum(p.numel() for p in m.parameters()) == 49_006_080
     # the count the scaling model all-reduces is this model's (every parameter: no table is sharded)
     assert registry.benchmark("rnnt").specs["reference"].allreduced_parameters == 49_006_080
     with torch.device("meta"):
-        mini = model.RNNT(FLAVOURS["mini"])
+        mini = model.RNNT(FLAVOURS["mini"].model)
     assert sum(p.numel() for p in mini.parameters()) == registry.benchmark("rnnt").specs["mini"].allreduced_parameters
     assert m.pred_embed.weight.shape == (1023, 512) and m.joint_net[-1].out_features == 1024
 
@@ -34,7 +34,7 @@ def test_reference_model_has_the_reference_s_49m_parameters():
 def test_tensor_names_match_the_v2_closed_rule_file(tmp_path):
     w = dry_workload("rnnt", "reference", tmp_path)
     assert sorted(w.reference_tensor_names(None)) == sorted(official_tensor_names("rnnt"))
-    top = {name.split(".")[0] for name, _ in model.RNNT(FLAVOURS["mini"]).named_parameters()}
+    top = {name.split(".")[0] for name, _ in model.RNNT(FLAVOURS["mini"].model).named_parameters()}
     assert top == set(official_tensor_names("rnnt"))
 
 
@@ -44,7 +44,7 @@ def test_mini_model_one_step(tmp_path):
 
 def test_greedy_decoding_stops_at_the_symbol_limits():
     torch.manual_seed(0)
-    m = model.RNNT(FLAVOURS["mini"]).eval()
+    m = model.RNNT(FLAVOURS["mini"].model).eval()
     with torch.no_grad():  # a joint that never emits the blank
         m.joint_net[-1].bias[-1] = -1e4
     feats, lengths = torch.randn(3, 12, 240), torch.tensor([12, 8, 2])
@@ -66,7 +66,7 @@ def test_wer_is_jiwer_s_over_the_whole_evaluation_set(tmp_path, monkeypatch):
     w = _smoke_workload(tmp_path)
     w.prepare()
     w.load_data()
-    m = model.RNNT(dataclasses.replace(FLAVOURS["reference"], enc_n_hid=16, pred_n_hid=8, joint_n_hid=8))
+    m = model.RNNT(dataclasses.replace(FLAVOURS["reference"].model, enc_n_hid=16, pred_n_hid=8, joint_n_hid=8))
     texts = [u.transcript for u in w.eval]
     perfect = [w.sp.encode(t) for t in texts]
     monkeypatch.setattr(

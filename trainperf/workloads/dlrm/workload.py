@@ -7,6 +7,7 @@ import importlib
 import shlex
 import warnings
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,21 +21,48 @@ from trainperf.workloads.dlrm import data, generator, preprocess
 from trainperf.workloads.dlrm.model import DLRM, DLRMConfig, layer_names
 
 REFERENCE_TABLE_SIZES = data.REFERENCE_TABLE_SIZES
-FLAVOURS = {
-    "reference": DLRMConfig(
-        table_sizes=REFERENCE_TABLE_SIZES,
-        embedding_dim=128,
-        bottom_mlp=(512, 256, 128),
-        top_mlp=(1024, 1024, 512, 256, 1),
-    ),
-    "mini": DLRMConfig(
-        table_sizes=generator.MINI_TABLE_SIZES, embedding_dim=16, bottom_mlp=(64, 16), top_mlp=(128, 64, 1)
-    ),
-}
 # A reference dry or smoke run (and the contract's one step) trains the reference architecture on a CPU: its
 # tables are capped at this many rows (the full ones hold 96 GB; a smoke fixture's dictionaries hold fewer
 # values); the MLPs and the interaction are full size.
 DRY_RUN_TABLE_ROWS = 10_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flavour:
+    """What a scale fixes beyond the recipe: the network, its data and how a check run shrinks it."""
+
+    model: DLRMConfig
+    # True: the Criteo 1TB files of the reference (its binary form, or the TSV days preprocessed as it does),
+    # read batch by batch from disk; False: the mini generator's TSV files, verified and held in memory with
+    # its own rows (value % table size).
+    criteo_files: bool
+    # The rows a dry or smoke run caps each table at (None: the tables are small enough as they are); full
+    # tables are built on the meta device in a distributed run, each owner initializing its own.
+    check_table_rows: int | None
+    reference_names: bool  # weights_initialization names the reference's tensors
+
+
+FLAVOURS = {
+    "reference": Flavour(
+        model=DLRMConfig(
+            table_sizes=REFERENCE_TABLE_SIZES,
+            embedding_dim=128,
+            bottom_mlp=(512, 256, 128),
+            top_mlp=(1024, 1024, 512, 256, 1),
+        ),
+        criteo_files=True,
+        check_table_rows=DRY_RUN_TABLE_ROWS,
+        reference_names=True,
+    ),
+    "mini": Flavour(
+        model=DLRMConfig(
+            table_sizes=generator.MINI_TABLE_SIZES, embedding_dim=16, bottom_mlp=(64, 16), top_mlp=(128, 64, 1)
+        ),
+        criteo_files=False,
+        check_table_rows=None,
+        reference_names=False,
+    ),
+}
 REFERENCE_DAYS = preprocess.DAYS  # day_0 ... day_23
 BINARY_FILES = ("terabyte_processed_train.bin", "terabyte_processed_test.bin")
 EVAL_BATCH = 16384  # the reference's --test-mini-batch-size
@@ -50,13 +78,13 @@ class DLRMWorkload(Workload):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        config = FLAVOURS[self.spec.scale]
-        if (self.dry_run or self.smoke) and self.spec.scale == "reference":
-            config = dataclasses.replace(
-                config, table_sizes=tuple(min(n, DRY_RUN_TABLE_ROWS) for n in config.table_sizes)
-            )
+        self.flavour = FLAVOURS[self.spec.scale]
+        config, cap = self.flavour.model, self.flavour.check_table_rows
+        self.full_tables = cap is None or not (self.dry_run or self.smoke)
+        if not self.full_tables:
+            config = dataclasses.replace(config, table_sizes=tuple(min(n, cap) for n in config.table_sizes))
         self.model_config = config
-        self.root = self.data_dir / ("dlrm/mini" if self.spec.scale == "mini" else "dlrm/reference")
+        self.root = self.data_dir / "dlrm" / self.spec.scale
         self.format = "tsv"
         self.binary_dir = self.root  # where the binary files are read: the user's, or the TSV days' preprocessed form
         self.train: data.ClickLog | None = None
@@ -67,7 +95,7 @@ class DLRMWorkload(Workload):
         # The evaluation's library, imported before the clock as the reference imports everything at start:
         # imported in the first evaluation it cost about 1.4 s of a 14 s mini run (README, Profile).
         importlib.import_module("sklearn.metrics")
-        if self.spec.scale == "mini":
+        if not self.flavour.criteo_files:
             problems = generator.verify_mini(self.data_dir)
             if problems:
                 raise DataError(f"dlrm mini data: {problems[0]}; {generator.FIX}")
@@ -107,7 +135,7 @@ class DLRMWorkload(Workload):
 
     def load_data(self) -> None:
         sizes = self.model_config.table_sizes
-        if self.spec.scale == "mini":  # the mini scale's own rows, value % table size (generator.py's hashing)
+        if not self.flavour.criteo_files:  # the mini scale's own rows, value % table size (generator.py's hashing)
             self.train = data.read_tsv(self.root / generator.TRAIN_FILE, sizes)
             self.eval = data.read_tsv(self.root / generator.EVAL_FILE, sizes)
             self._sizes = (len(self.train), len(self.eval))
@@ -130,8 +158,8 @@ class DLRMWorkload(Workload):
     def build_model(self) -> torch.nn.Module:
         # A distributed reference run never holds every table on one rank: they are built on the meta device
         # and each owner initializes its own in ``parallelize``.
-        full_size = self.spec.scale == "reference" and not (self.dry_run or self.smoke)
-        tables = "meta" if full_size and self.dist.distributed else None
+        big = self.full_tables and self.flavour.check_table_rows is not None  # tables too big for one rank
+        tables = "meta" if big and self.dist.distributed else None
         return DLRM(self.model_config, table_device=tables)
 
     def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -148,7 +176,7 @@ class DLRMWorkload(Workload):
         return TableWiseDLRM(model, device=self.device, device_ids=ids)
 
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
-        if self.spec.scale != "reference":
+        if not self.flavour.reference_names:
             return []
         return sorted(set(layer_names(model).values()))
 
@@ -184,9 +212,9 @@ class DLRMWorkload(Workload):
         return dense, sparse, torch.randint(0, 2, (n,), generator=g).float()
 
     def train_batches(self) -> Iterator[Any]:
-        if self.spec.scale == "mini":
-            return self._in_memory_batches()
-        return self._binary_batches()
+        if self.flavour.criteo_files:
+            return self._binary_batches()
+        return self._in_memory_batches()
 
     def _rank_slice(self) -> slice:
         n = self.local_batch_size

@@ -44,7 +44,7 @@ class MaskRCNNWorkload(DetectionWorkload):
     def prepare(self) -> None:
         """Mini: the base class's manifest check. Reference: the data's files, and R-50.pkl unless the
         open-division recipe asks for random weights (read by build_model, untimed)."""
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             super().prepare()
             return
         self.reference_paths(self.reference_root)
@@ -67,7 +67,7 @@ class MaskRCNNWorkload(DetectionWorkload):
         return init
 
     def build_model(self) -> torch.nn.Module:
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             return super().build_model()
         self._backbone_init()
         model = self.reference_model()
@@ -78,7 +78,7 @@ class MaskRCNNWorkload(DetectionWorkload):
 
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
         """MLPerf's names of the reference Mask R-CNN's initialized modules (``weights_initialization``)."""
-        return models.maskrcnn_tensor_names(model) if self.spec.scale == "reference" else []
+        return models.maskrcnn_tensor_names(model) if self.flavour.reference_names else []
 
     # --- the optimizer -------------------------------------------------------------------------------
     @property
@@ -89,7 +89,7 @@ class MaskRCNNWorkload(DetectionWorkload):
 
     def hparams(self) -> dict[str, Any]:
         values = super().hparams()
-        if self.spec.scale == "reference":
+        if "opt_learning_rate_decay_steps" in self.spec.hparam_keys:  # the reference's keys name it
             values["opt_learning_rate_decay_steps"] = list(self.decay_steps)  # what the schedule uses
         return values
 

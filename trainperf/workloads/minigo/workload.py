@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
 from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, bootstrap, mcts
 from trainperf.workloads.minigo import reference_search as ref
 from trainperf.workloads.minigo.data import TARGET_FILE
-from trainperf.workloads.minigo.model import mini_gonet, reference_gonet
+from trainperf.workloads.minigo.model import REFERENCE_PLANES, mini_gonet, reference_gonet
 from trainperf.workloads.minigo.tfweights import load_reference_weights
 
 if TYPE_CHECKING:
@@ -42,6 +43,25 @@ if TYPE_CHECKING:
 
 MAX_WORKERS = 8  # self-play worker processes: one per core, at most this many
 MATCH_PART = 40  # evaluation games played at once (one GNU Go process each)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flavour:
+    """What a scale fixes beyond the recipe: which loop plays, and what a smoke run shrinks."""
+
+    # True: the MLPerf v2.0 loop (the bootstrap and target models and the bootstrap generation's games read
+    # before the clock, reference_search.py's self-play in this process on the run's device, features.py's
+    # planes, the recipe's value_cost_weight, evaluation against the target model); False: the mini loop
+    # (mcts.py's self-play in worker processes, the loss's value term at weight 1, evaluation against GNU Go).
+    reference_loop: bool
+    planes: int  # input feature planes of the network (a dry run's synthetic positions)
+    smoke_overrides: Mapping[str, Any] | None  # a smoke run's recipe changes (sizes only); None: no smoke run
+
+
+FLAVOURS = {
+    "reference": Flavour(reference_loop=True, planes=REFERENCE_PLANES, smoke_overrides=SMOKE_OVERRIDES),
+    "mini": Flavour(reference_loop=False, planes=3, smoke_overrides=None),
+}
 
 
 class MiniGoWorkload(Workload):
@@ -58,13 +78,14 @@ class MiniGoWorkload(Workload):
         self, spec: BenchmarkSpec, recipe: Recipe, config: RunConfig, *, data_dir: Path, dist: DistContext
     ) -> None:
         super().__init__(spec, recipe, config, data_dir=data_dir, dist=dist)
-        if spec.scale == "reference" and config.smoke:  # two tiny generations of the same code (sizes only)
-            self.recipe = dataclasses.replace(self.recipe, **SMOKE_OVERRIDES)
+        self.flavour = FLAVOURS[spec.scale]
+        if self.flavour.smoke_overrides is not None and config.smoke:  # two tiny generations of the same code
+            self.recipe = dataclasses.replace(self.recipe, **self.flavour.smoke_overrides)
         r = self.recipe
         if len(r.lr_rates) != len(r.lr_boundaries) + 1:
             raise UsageError("minigo: lr_rates needs exactly one more value than lr_boundaries")
         self.size = self.recipe.board_size
-        self.reference = spec.scale == "reference"
+        self.reference = self.flavour.reference_loop  # the MLPerf v2.0 loop (Flavour)
         self.search_cfg = mcts.SearchConfig(
             playouts=r.num_readouts,
             dirichlet_alpha=r.dirichlet_alpha,
@@ -309,7 +330,7 @@ class MiniGoWorkload(Workload):
 
     def synthetic_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
-        b, planes = self.local_batch_size, (3 if self.spec.scale == "mini" else 13)
+        b, planes = self.local_batch_size, self.flavour.planes
         x = (torch.rand(b, planes, self.size, self.size, generator=g) < 0.3).float()
         pi = torch.softmax(torch.randn(b, self.size * self.size + 1, generator=g), 1)
         z = torch.randint(0, 2, (b,), generator=g).float() * 2 - 1

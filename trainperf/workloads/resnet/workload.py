@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,6 +21,26 @@ MINI_EVAL_BATCH = 2000
 REFERENCE_WORKERS = 8
 
 
+@dataclass(frozen=True, kw_only=True)
+class Flavour:
+    """What a scale fixes beyond the recipe: the network and where its images come from."""
+
+    model: Callable[[], torch.nn.Module]
+    # True: the mini images, verified and held in memory as uint8 tensors, sliced into batches and normalized on
+    # the fly; False: an ImageNet folder in the reference's layout, read by DataLoader workers.
+    images_in_memory: bool
+    mxnet_names: bool  # weights_initialization names the reference's (MXNet) tensors
+    synthetic: tuple[tuple[int, int, int], int]  # a dry run's image shape and class count
+
+
+FLAVOURS = {
+    "reference": Flavour(
+        model=reference_resnet50, images_in_memory=False, mxnet_names=True, synthetic=((3, 224, 224), 1000)
+    ),
+    "mini": Flavour(model=MiniResNet, images_in_memory=True, mxnet_names=False, synthetic=((1, 28, 28), 10)),
+}
+
+
 class ResNetWorkload(Workload):
     DRY_RUN_LOCAL_BATCH = 4  # a reference dry run at full model size on the CPU
     SWITCHES_NOT_APPLICABLE = {
@@ -27,8 +48,12 @@ class ResNetWorkload(Workload):
     }
     _loaded: tuple[int, int] | None = None  # (train, eval) sizes once the data is read
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.flavour = FLAVOURS[self.spec.scale]
+
     def prepare(self) -> None:
-        if self.spec.scale == "mini":
+        if self.flavour.images_in_memory:
             problems = data.verify_mini(self.data_dir, trust_cache=True)  # sizes, and hashes of changed files
             if problems:
                 raise DataError(f"resnet mini data: {problems[0]}; {data.FIX}")
@@ -36,7 +61,7 @@ class ResNetWorkload(Workload):
             data.check_imagenet_layout(self.data_dir / "resnet" / "reference")
 
     def load_data(self) -> None:
-        if self.spec.scale == "mini":
+        if self.flavour.images_in_memory:
             self.xtr, self.ytr, self.xte, self.yte = data.load_mini(self.data_dir)
             self._loaded = (len(self.ytr), len(self.yte))
         else:
@@ -57,12 +82,12 @@ class ResNetWorkload(Workload):
 
     # --- model and optimizer ----------------------------------------------------------------------
     def build_model(self) -> torch.nn.Module:
-        model = MiniResNet() if self.spec.scale == "mini" else reference_resnet50()
+        model = self.flavour.model()
         return model.to(memory_format=torch.channels_last)
 
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
         """Reference tensor names (MLPerf's MXNet names) for the ``weights_initialization`` events."""
-        if self.spec.scale != "reference":
+        if not self.flavour.mxnet_names:
             return []
         return [mxnet_tensor_name(name) for name, _ in model.named_parameters()]
 
@@ -112,11 +137,12 @@ class ResNetWorkload(Workload):
     # --- data ---------------------------------------------------------------------------------------
     def synthetic_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
-        n = self.local_batch_size
-        if self.spec.scale == "mini":
-            x = torch.randint(0, 256, (n, 1, 28, 28), dtype=torch.uint8, generator=g)
-            return x, torch.randint(0, 10, (n,), generator=g)
-        return torch.randn(n, 3, 224, 224, generator=g), torch.randint(0, 1000, (n,), generator=g)
+        n, (shape, classes) = self.local_batch_size, self.flavour.synthetic
+        if self.flavour.images_in_memory:  # uint8 images, normalized on the fly as the in-memory ones are
+            x = torch.randint(0, 256, (n, *shape), dtype=torch.uint8, generator=g)
+        else:
+            x = torch.randn(n, *shape, generator=g)
+        return x, torch.randint(0, classes, (n,), generator=g)
 
     def _sampler(self, size: int) -> DistributedSampler:
         return DistributedSampler(
@@ -129,7 +155,7 @@ class ResNetWorkload(Workload):
         )
 
     def train_batches(self) -> Iterator[Any]:
-        if self.spec.scale == "mini":
+        if self.flavour.images_in_memory:
             return self._mini_batches()
         return self._reference_batches()
 
@@ -201,7 +227,7 @@ class ResNetWorkload(Workload):
 
     def _eval_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         shard = self.dist.shard(self.eval_samples)  # this rank's images, each evaluated exactly once
-        if self.spec.scale == "mini":
+        if self.flavour.images_in_memory:
             for i in range(shard.start, shard.stop, MINI_EVAL_BATCH):
                 j = slice(i, min(i + MINI_EVAL_BATCH, shard.stop))
                 yield self.xte[j], self.yte[j]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +19,80 @@ from trainperf.workloads.rnnt import data, generator
 from trainperf.workloads.rnnt.model import RNNT, RNNTConfig, greedy_decode
 from trainperf.workloads.rnnt.transducer import transducer_loss
 
-# Model flavours (data): the v2.0 reference (configs/baseline_v3-1023sp.yaml: 49,006,080 parameters) and the
-# mini scale's smaller RNN-T of the same code. The LSTMs' initialization comes from the recipe (__init__.py).
 REFERENCE_VOCAB = 1023
-FLAVOURS = {
-    "reference": RNNTConfig(n_classes=REFERENCE_VOCAB + 1),
-    "mini": RNNTConfig(
-        n_classes=generator.VOCAB_SIZE + 1,
-        enc_n_hid=192,
-        enc_pre_rnn_layers=1,
-        enc_post_rnn_layers=1,
-        enc_dropout=0.1,
-        pred_n_hid=96,
-        pred_rnn_layers=1,
-        pred_dropout=0.1,
-        joint_n_hid=128,
-        joint_dropout=0.1,
-    ),
-}
 # LibriSpeech: the reference trains on the three training subsets (960 h) and evaluates on dev-clean.
 REFERENCE_TRAIN = ("train-clean-100", "train-clean-360", "train-other-500")
 REFERENCE_EVAL = "dev-clean"
 REFERENCE_TOKENIZER = "librispeech1023.model"  # the reference's sentencepieces/librispeech1023.model
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a scale's corpus lives under the data folder."""
+
+    root: Path
+    train_dirs: list[Path]
+    eval_dir: Path
+    tokenizer: Path
+
+
+def reference_layout(data_dir: Path) -> Layout:
+    root = data_dir / "rnnt" / "reference"
+    ls = root / "LibriSpeech"
+    return Layout(
+        root, [ls / s for s in REFERENCE_TRAIN], ls / REFERENCE_EVAL, root / "sentencepieces" / REFERENCE_TOKENIZER
+    )
+
+
+def mini_layout(data_dir: Path) -> Layout:
+    root = generator.mini_dir(data_dir)
+    return Layout(root, [root / generator.TRAIN_SUBSET], root / generator.EVAL_SUBSET, root / generator.TOKENIZER)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flavour:
+    """What a scale fixes beyond the recipe: the network, where its corpus lives and what is held in memory."""
+
+    model: RNNTConfig
+    layout: Callable[[Path], Layout]
+    generated: bool  # the mini generator's corpus, verified against its checksums before it is read
+    # True: the corpus is small enough to hold (a few hundred MB as int16): its audio is decoded once, on the
+    # clock; the training features are kept when they do not change per epoch, and the evaluation's batches of
+    # features after the first evaluation. False: read as the reference reads them (dev-clean's features alone
+    # would hold about 1.3 GB).
+    in_memory: bool
+    reference_names: bool  # weights_initialization names the reference's tensors
+
+
+# Model flavours (data): the v2.0 reference (configs/baseline_v3-1023sp.yaml: 49,006,080 parameters) and the
+# mini scale's smaller RNN-T of the same code. The LSTMs' initialization comes from the recipe (__init__.py).
+FLAVOURS = {
+    "reference": Flavour(
+        model=RNNTConfig(n_classes=REFERENCE_VOCAB + 1),
+        layout=reference_layout,
+        generated=False,
+        in_memory=False,
+        reference_names=True,
+    ),
+    "mini": Flavour(
+        model=RNNTConfig(
+            n_classes=generator.VOCAB_SIZE + 1,
+            enc_n_hid=192,
+            enc_pre_rnn_layers=1,
+            enc_post_rnn_layers=1,
+            enc_dropout=0.1,
+            pred_n_hid=96,
+            pred_rnn_layers=1,
+            pred_dropout=0.1,
+            joint_n_hid=128,
+            joint_dropout=0.1,
+        ),
+        layout=mini_layout,
+        generated=True,
+        in_memory=True,
+        reference_names=False,
+    ),
+}
 MAX_SYMBOLS_PER_STEP = 30  # the reference's greedy decoder
 MAX_SYMBOLS = 300  # eval_max_prediction_symbols (closed_rnnt.yaml)
 EVAL_BATCH = 64
@@ -50,29 +103,23 @@ class RNNTWorkload(Workload):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.flavour = FLAVOURS[self.spec.scale]
         self.model_config = dataclasses.replace(
-            FLAVOURS[self.spec.scale],
+            self.flavour.model,
             weights_init_scale=self.recipe.model_weights_initialization_scale,
             zero_all_bias_hh=self.recipe.model_lstm_zero_all_bias_hh,
         )
-        if self.spec.scale == "mini":
-            self.root = generator.mini_dir(self.data_dir)
-            self.train_dirs, self.eval_dir = [self.root / generator.TRAIN_SUBSET], self.root / generator.EVAL_SUBSET
-            self.tokenizer_path = self.root / generator.TOKENIZER
-        else:
-            self.root = self.data_dir / "rnnt" / "reference"
-            ls = self.root / "LibriSpeech"
-            self.train_dirs, self.eval_dir = [ls / s for s in REFERENCE_TRAIN], ls / REFERENCE_EVAL
-            self.tokenizer_path = self.root / "sentencepieces" / REFERENCE_TOKENIZER
+        layout = self.flavour.layout(self.data_dir)
+        self.root, self.train_dirs, self.eval_dir = layout.root, layout.train_dirs, layout.eval_dir
+        self.tokenizer_path = layout.tokenizer
         self.train: list[data.Utterance] = []
         self.eval: list[data.Utterance] = []
         self.audio: dict[Path, np.ndarray] = {}  # decoded audio held in memory (mini: all of it)
         self.featurizer = data.Featurizer()
         self.feature_cache: dict[Path, torch.Tensor] = {}  # training features, when they do not change per epoch
-        # mini: the evaluation's batches of features by (first, end) utterance. They are the same in every
-        # evaluation (the same utterances, the same dither from a generator seeded at 0), so the first evaluation
-        # computes them and the others reuse them. The reference recomputes them, as its code does (dev-clean's
-        # features would hold about 1.3 GB).
+        # In memory (mini): the evaluation's batches of features by (first, end) utterance. They are the same in
+        # every evaluation (the same utterances, the same dither from a generator seeded at 0), so the first
+        # evaluation computes them and the others reuse them. The reference recomputes them, as its code does.
         self.eval_features: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
         self.sp = None
         self.ema = None
@@ -83,7 +130,7 @@ class RNNTWorkload(Workload):
         decodes at 16 kHz mono) and the vocabulary (the reference's file, or trained here the reference's way)."""
         if self.dry_run:
             return
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             problems = generator.verify_mini(self.data_dir, trust_cache=True)
             if problems:
                 raise DataError(f"rnnt mini data: {problems[0]}; {generator.FIX}")
@@ -112,7 +159,7 @@ class RNNTWorkload(Workload):
         self.sp = data.load_sentencepiece(self.tokenizer_path, self.model_config.n_classes - 1)
 
     def load_data(self) -> None:
-        if self.spec.scale == "mini":  # the mini corpus (a few hundred MB as int16) is decoded once, on the clock
+        if self.flavour.in_memory:  # the mini corpus (a few hundred MB as int16) is decoded once, on the clock
             for u in [*self.train, *self.eval]:
                 self.audio[u.path] = data.read_audio(u.path)
 
@@ -138,7 +185,7 @@ class RNNTWorkload(Workload):
         return RNNT(self.model_config)
 
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
-        if self.spec.scale != "reference":
+        if not self.flavour.reference_names:
             return []
         return ["pre_rnn", "post_rnn", "pred_embed", "dec_rnn", "joint_pred", "joint_enc", "joint_net"]
 
@@ -199,8 +246,8 @@ class RNNTWorkload(Workload):
         seconds = [u.seconds for u in self.train]
         lo, hi = r.data_speed_perturbaton_min, r.data_speed_perturbaton_max
         # Without speed perturbation and SpecAugment an utterance's features are the same every epoch (up to
-        # the dither, drawn once): at the mini scale they are computed once, on the clock, and kept (a few MB).
-        keep = self.spec.scale == "mini" and lo == hi == 1.0 and not r.data_spec_augment
+        # the dither, drawn once): in memory (mini) they are computed once, on the clock, and kept (a few MB).
+        keep = self.flavour.in_memory and lo == hi == 1.0 and not r.data_spec_augment
         epoch = 0
         while True:
             rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch)
@@ -257,7 +304,7 @@ class RNNTWorkload(Workload):
                 part = self.eval[i:end]
                 cached = self.eval_features.get((i, end))
                 feats, lengths = cached or self.featurizer([self._read(u) for u in part], generator=g)
-                if cached is None and self.spec.scale == "mini":
+                if cached is None and self.flavour.in_memory:
                     self.eval_features[(i, end)] = (feats, lengths)
                 hyps = greedy_decode(
                     net,

@@ -26,23 +26,12 @@ class SSDWorkload(DetectionWorkload):
     # head of one column per category (num_classes=264); the MLPerf file's ids are 0..263 in order, so
     # 0-based labels in the file's order are the reference's labels.
     REFERENCE_FIRST_LABEL = 0
+    # The reference trains on every image of the OpenImages subset: its get_openimages, unlike its get_coco,
+    # does not apply _coco_remove_images_without_annotations. The mini scale keeps the filter.
+    REFERENCE_REMOVE_UNANNOTATED = False
 
     def reference_paths(self, root: Path) -> tuple[Path, Path, Path, Path]:
         return coco.openimages_mlperf_paths(root)
-
-    def load_data(self) -> None:
-        super().load_data()
-        if self.spec.scale == "reference":
-            # The reference trains on every image of the OpenImages subset: its get_openimages, unlike its
-            # get_coco, does not apply _coco_remove_images_without_annotations. The mini scale keeps the filter.
-            self.train_set = coco.CocoDetection(
-                self.train_index,
-                train=True,
-                seed=self.config.seed,
-                keep_crowd=self.REFERENCE_KEEP_CROWD,
-                remove_unannotated=False,
-            )
-            self._loaded = (len(self.train_set), len(self.val_set))
 
     def mini_model(self, num_classes: int) -> torch.nn.Module:
         return models.mini_retinanet(num_classes)
@@ -52,7 +41,7 @@ class SSDWorkload(DetectionWorkload):
 
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
         """MLPerf's names of the reference RetinaNet's tensors (``weights_initialization`` events)."""
-        return models.ssd_tensor_names(model) if self.spec.scale == "reference" else []
+        return models.ssd_tensor_names(model) if self.flavour.reference_names else []
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         r = self.recipe

@@ -19,14 +19,23 @@ from trainperf.workloads.unet3d.evaluation import dice_scores, sliding_window
 from trainperf.workloads.unet3d.model import UNet3D, reference_tensor_names
 from trainperf.workloads.unet3d.sampling import TrainSampler
 
+# A reference dry or smoke run on a CPU trains and evaluates 64^3 patches of the full-size model (a 128^3
+# step takes about 30 s and 5.5 GB on two cores); the shapes it used are the ones it logs.
+CPU_CHECK_PATCH = (64, 64, 64)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Flavour:
-    """What a scale fixes beyond the recipe: the network's filters and the preprocessing."""
+    """What a scale fixes beyond the recipe: the network's filters, the preprocessing and the cases."""
 
     filters: tuple[int, ...]
     preprocessing: data.Preprocessing
     eval_padding: float  # the value the sliding-window evaluation pads a volume with
+    generated: bool  # the mini generator's cases, verified against their checksums before they are read
+    case_ids: tuple[str, ...] | None  # the cases a run reads (a smoke run reads its fixture's); None: every case
+    eval_case_ids: frozenset[str]  # the evaluation cases; the others train
+    cpu_check_patch: tuple[int, int, int] | None  # the patch of a dry or smoke run on a CPU; None: the recipe's
+    reference_names: bool  # weights_initialization names the reference's tensors
 
 
 FLAVOURS = {
@@ -34,17 +43,24 @@ FLAVOURS = {
         filters=(32, 64, 128, 256, 320),
         preprocessing=data.Preprocessing(min_shape=(128, 128, 128)),
         eval_padding=-2.2,  # the reference's constant: runtime/inference.py, evaluate(): padding_val=-2.2
+        generated=False,
+        case_ids=tuple(f"{i:05d}" for i in range(data.REFERENCE_MAX_CASE)),
+        eval_case_ids=data.REFERENCE_EVAL_CASES,
+        cpu_check_patch=CPU_CHECK_PATCH,
+        reference_names=True,
     ),
     "mini": Flavour(
         filters=(8, 16, 32, 64),
         preprocessing=data.Preprocessing(min_shape=(32, 32, 32)),
         # the normalized clip floor, (-79 - 101) / 76.9 = -2.34, with which the mini target was calibrated
         eval_padding=data.Preprocessing().padding_value,
+        generated=True,
+        case_ids=None,
+        eval_case_ids=generator.eval_case_ids(),
+        cpu_check_patch=None,
+        reference_names=False,
     ),
 }
-# A reference dry or smoke run on a CPU trains and evaluates 64^3 patches of the full-size model (a 128^3
-# step takes about 30 s and 5.5 GB on two cores); the shapes it used are the ones it logs.
-CPU_CHECK_PATCH = (64, 64, 64)
 
 
 class UNet3DWorkload(Workload):
@@ -57,8 +73,9 @@ class UNet3DWorkload(Workload):
         r = self.recipe
         self.train_patch = tuple(r.training_input_shape)
         self.val_patch = tuple(r.validation_input_shape)
-        if self.spec.scale == "reference" and (self.dry_run or self.smoke) and self.device.type == "cpu":
-            self.train_patch = self.val_patch = CPU_CHECK_PATCH
+        check = self.flavour.cpu_check_patch
+        if check is not None and (self.dry_run or self.smoke) and self.device.type == "cpu":
+            self.train_patch = self.val_patch = check
         divisor = 2 ** len(self.flavour.filters)
         for name, shape in (("training_input_shape", self.train_patch), ("validation_input_shape", self.val_patch)):
             if len(shape) != 3 or any(s <= 0 or s % divisor for s in shape):
@@ -71,19 +88,14 @@ class UNet3DWorkload(Workload):
     def _root(self):
         return self.data_dir / "unet3d" / self.spec.scale
 
-    def _eval_ids(self) -> frozenset[str]:
-        return generator.eval_case_ids() if self.spec.scale == "mini" else data.REFERENCE_EVAL_CASES
-
     def prepare(self) -> None:
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             problems = generator.verify_mini(self.data_dir, trust_cache=True)
             if problems:
                 raise DataError(f"unet3d mini data: {problems[0]}; {generator.FIX}")
-        wanted = (
-            None if self.smoke or self.spec.scale == "mini" else [f"{i:05d}" for i in range(data.REFERENCE_MAX_CASE)]
-        )
+        wanted = None if self.smoke or self.flavour.case_ids is None else list(self.flavour.case_ids)
         self.npy_dir, ids = data.prepare_cases(self._root(), self.preprocessing, case_ids=wanted)
-        eval_ids = self._eval_ids()
+        eval_ids = self.flavour.eval_case_ids
         self.train_ids = [i for i in ids if i not in eval_ids]
         self.eval_ids = [i for i in ids if i in eval_ids]
         if not self.train_ids or not self.eval_ids:
@@ -120,7 +132,7 @@ class UNet3DWorkload(Workload):
         return UNet3D(1, data.NUM_CLASSES, self.flavour.filters)
 
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
-        return reference_tensor_names(model) if self.spec.scale == "reference" else []
+        return reference_tensor_names(model) if self.flavour.reference_names else []
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         r = self.recipe

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,6 +26,25 @@ MINI_CLASSES = len(scenes.CATEGORY_NAMES)
 MINI_SIZES = (scenes.TRAIN_SCENES, scenes.VAL_SCENES)  # every scene holds an object, so none is skipped
 
 
+@dataclass(frozen=True, kw_only=True)
+class Flavour:
+    """What a scale fixes beyond the recipe, for both detection workloads."""
+
+    # True: the mini scenes (checked against their manifest, read from their own layout) and the mini model for
+    # their classes; False: the reference dataset as the subclass's REFERENCE_* facts describe it, the reference
+    # model and its pretrained backbone.
+    generated: bool
+    data_workers: int  # DataLoader workers (0: decoded in the training process, two cores in all)
+    eval_batch: int | None  # images per evaluation batch; None: the local batch size
+    reference_names: bool  # weights_initialization names the reference's tensors
+
+
+FLAVOURS = {
+    "mini": Flavour(generated=True, data_workers=0, eval_batch=50, reference_names=False),
+    "reference": Flavour(generated=False, data_workers=8, eval_batch=None, reference_names=True),
+}
+
+
 class DetectionWorkload(Workload):
     """Base of the detection workloads; subclasses set the class attributes and the hooks below."""
 
@@ -34,14 +54,17 @@ class DetectionWorkload(Workload):
     REFERENCE_IMAGE = (800, 800)  # (height, width) of a reference dry run's synthetic images
     REFERENCE_CLASSES: int | None = None  # categories the reference model is built for (None: not checked)
     BACKBONE_FILE = ""  # the pretrained backbone under <data-dir>/<key>/reference/ (recipe's backbone_checkpoint: "")
-    MINI_EVAL_BATCH = 50
-    DATA_WORKERS = {"mini": 0, "reference": 8}  # mini decodes in the training process (two cores in all)
     REFERENCE_KEEP_CROWD = False  # train on iscrowd=1 boxes at the reference scale (ssd's OpenImages groups)
     REFERENCE_FIRST_LABEL = 1  # the reference model's label of the file's first category (0: no background label)
+    REFERENCE_REMOVE_UNANNOTATED = True  # drop training images without a box at the reference scale (the mini's do)
 
     _loaded: tuple[int, int] | None = None  # (train, eval) sizes once the data is read
     _backbone: Path | None = None  # the pretrained backbone, once prepare() has found where it is
     _stream: Generator[Any, None, None] | None = None  # train_batches()'s generator, closed by close()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.flavour = FLAVOURS[self.spec.scale]
 
     # --- hooks ---------------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -63,7 +86,7 @@ class DetectionWorkload(Workload):
 
     def prepare(self) -> None:
         """Check that the files are there; nothing is parsed (that is load_data's, on the clock)."""
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             # The manifest's header, every file's size, and the hash of every file changed since it was last
             # found intact (scenes.verify_mini): after the first run, a stat of each of the 8,502 files.
             problems = scenes.verify_mini(self.data_dir, trust_cache=True)
@@ -79,12 +102,13 @@ class DetectionWorkload(Workload):
     def load_data(self) -> None:
         """Parse and validate the annotation files (one DataError naming the file and annotation id) and
         check that every image file exists; images are decoded as training reads them."""
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             paths, classes, keep_crowd, first = coco.mini_paths(self.data_dir), MINI_CLASSES, False, 1
+            remove = True
         else:
             paths = self.reference_paths(self.reference_root)
             classes, keep_crowd = self.REFERENCE_CLASSES, self.REFERENCE_KEEP_CROWD
-            first = self.REFERENCE_FIRST_LABEL
+            first, remove = self.REFERENCE_FIRST_LABEL, self.REFERENCE_REMOVE_UNANNOTATED
         train_json, train_dir, val_json, val_dir = paths
         self.train_index = coco.load_coco(train_json, train_dir, need_masks=self.NEED_MASKS, first_label=first)
         self.val_index = coco.load_coco(val_json, val_dir, need_masks=self.NEED_MASKS, first_label=first)
@@ -95,7 +119,9 @@ class DetectionWorkload(Workload):
                 f"{train_json} declares {self.train_index.num_classes} categories; the "
                 f"{self.spec.key} model of this scale is built for {classes}"
             )
-        self.train_set = coco.CocoDetection(self.train_index, train=True, seed=self.config.seed, keep_crowd=keep_crowd)
+        self.train_set = coco.CocoDetection(
+            self.train_index, train=True, seed=self.config.seed, keep_crowd=keep_crowd, remove_unannotated=remove
+        )
         self.val_set = coco.CocoDetection(self.val_index, train=False)
         self._loaded = (len(self.train_set), len(self.val_set))
 
@@ -111,10 +137,10 @@ class DetectionWorkload(Workload):
     def _known_sizes(self) -> tuple[int, int]:
         """Sizes a run logs before its data is read (and a dry run, which reads none): the mini scenes', or the
         real data set's as its spec states them. A real run replaces them with what it loaded."""
-        return MINI_SIZES if self.spec.scale == "mini" else (self.spec.train_samples, self.spec.eval_samples)
+        return MINI_SIZES if self.flavour.generated else (self.spec.train_samples, self.spec.eval_samples)
 
     def build_model(self) -> torch.nn.Module:
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             return self.mini_model(MINI_CLASSES)
         model = self.reference_model()
         if self._backbone is not None:  # found by prepare(); a dry run trains the full size from random weights
@@ -125,7 +151,7 @@ class DetectionWorkload(Workload):
     def synthetic_batch(self) -> tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]:
         """Random images of the real size with two boxes each (and their masks), for dry runs and tests."""
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
-        if self.spec.scale == "mini":
+        if self.flavour.generated:
             h = w = models.MINI_IMAGE_SIZE
         else:
             h, w = self.REFERENCE_IMAGE
@@ -146,7 +172,7 @@ class DetectionWorkload(Workload):
         return images, targets
 
     def _loader(self, dataset: Any, *, batch_size: int, sampler: Any = None, train: bool) -> DataLoader:
-        workers = self.DATA_WORKERS[self.spec.scale]
+        workers = self.flavour.data_workers
         return DataLoader(
             dataset,
             batch_size=batch_size,
@@ -209,7 +235,7 @@ class DetectionWorkload(Workload):
         scores, and what ``benchmarks/metric_error.py`` resamples image by image)."""
         model.eval()
         shard = self.dist.shard(len(self.val_set))
-        batch = self.MINI_EVAL_BATCH if self.spec.scale == "mini" else self.local_batch_size
+        batch = self.flavour.eval_batch or self.local_batch_size
         results: list[dict[str, Any]] = []
         seen = 0
         for images, targets in self._loader(Subset(self.val_set, shard), batch_size=batch, train=False):
