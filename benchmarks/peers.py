@@ -166,7 +166,7 @@ def accuracy(output: torch.Tensor, target: torch.Tensor, topk=(1,)) -> list[torc
 def resnet_pair() -> Pair:
     from torchvision.transforms import v2 as T
 
-    from trainperf.workloads.resnet import data
+    from trainperf.workloads.resnet import mini_data
     from trainperf.workloads.resnet.model import MiniResNet
 
     w = workload("resnet")
@@ -181,7 +181,7 @@ def resnet_pair() -> Pair:
     opt, sched = w.build_optimizer(model)
     criterion = nn.CrossEntropyLoss(label_smoothing=w.recipe.label_smoothing)
     transform = T.Compose(
-        [T.RandomHorizontalFlip(), T.ToDtype(torch.float32, scale=True), T.Normalize([data.MEAN], [data.STD])]
+        [T.RandomHorizontalFlip(), T.ToDtype(torch.float32, scale=True), T.Normalize([mini_data.MEAN], [mini_data.STD])]
     )
     loader = torch.utils.data.DataLoader(
         TensorImages(w.xtr, w.ytr, transform), batch_size=n, shuffle=True, num_workers=0, drop_last=True

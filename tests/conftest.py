@@ -25,12 +25,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The mini datasets, prepared (idempotently) from Debian's packages as `trainperf data prepare` does."""
-    from trainperf.workloads.resnet import data as resnet_data
+    from trainperf.workloads.resnet import mini_data as resnet_mini
 
     root = default_data_dir()
-    if not resnet_data.DEBIAN_DIR.exists() and resnet_data.verify_mini(root):
+    if not resnet_mini.DEBIAN_DIR.exists() and resnet_mini.verify_mini(root):
         pytest.fail("Debian's dataset-fashion-mnist is not installed: run `make setup` (scripts/setup.sh)")
-    resnet_data.prepare_mini(root)
+    resnet_mini.prepare_mini(root)
     from trainperf.workloads.common.detection import coco
 
     coco.prepare_mini(root)  # the ssd and maskrcnn scenes, composed from the Fashion-MNIST objects above

@@ -114,10 +114,10 @@ def empty_data_dir(s: Scratch) -> None:
 
 @setup("corrupt-data")
 def inverted_test_images(s: Scratch) -> None:
-    from trainperf.workloads.resnet import data
+    from trainperf.workloads.resnet import mini_data
 
-    dest = data.mini_dir(s.root / "corrupt")
-    shutil.copytree(data.mini_dir(s.request.getfixturevalue("data_dir")), dest)
+    dest = mini_data.mini_dir(s.root / "corrupt")
+    shutil.copytree(mini_data.mini_dir(s.request.getfixturevalue("data_dir")), dest)
     raw = np.fromfile(dest / "t10k-images-idx3-ubyte", dtype=np.uint8)
     raw[16:] = 255 - raw[16:]  # the same size and header: a valid IDX file of other images
     raw.tofile(dest / "t10k-images-idx3-ubyte")

@@ -88,11 +88,11 @@ def test_unwritable_output_folder(tmp_path):
 def test_corrupt_dataset_names_the_file_and_writes_no_result(tmp_path, data_dir):
     import shutil
 
-    from trainperf.workloads.resnet import data
+    from trainperf.workloads.resnet import mini_data
 
     bad = tmp_path / "data"
-    shutil.copytree(data.mini_dir(data_dir), data.mini_dir(bad))
-    f = data.mini_dir(bad) / "train-images-idx3-ubyte"
+    shutil.copytree(mini_data.mini_dir(data_dir), mini_data.mini_dir(bad))
+    f = mini_data.mini_dir(bad) / "train-images-idx3-ubyte"
     f.write_bytes(f.read_bytes()[:5000])
     r = trainperf("run", "resnet", "--data-dir", bad, "--out", tmp_path / "o")
     assert r.returncode == 2

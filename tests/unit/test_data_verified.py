@@ -21,7 +21,7 @@ from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import Submission, execute_run
 from trainperf.results import read_mllog
 from trainperf.spec import RunConfig
-from trainperf.workloads.resnet import data as resnet_data
+from trainperf.workloads.resnet import mini_data as resnet_mini
 
 RACY_NS = verified.RACY_NS
 TICK_S = 0.05  # longer than one tick of the file system's clock (ext4: at most 10 ms)
@@ -122,25 +122,25 @@ def test_the_cache_is_a_shortcut_only(tmp_path, hashed):
 @pytest.fixture
 def mini_copy(tmp_path, data_dir):
     dest = tmp_path / "data"
-    shutil.copytree(resnet_data.mini_dir(data_dir), resnet_data.mini_dir(dest))
+    shutil.copytree(resnet_mini.mini_dir(data_dir), resnet_mini.mini_dir(dest))
     return dest
 
 
 def test_the_resnet_manifest_gives_each_file_its_size(data_dir):
-    for f in resnet_data.MINI_FILES:
-        assert (resnet_data.mini_dir(data_dir) / f.name).stat().st_size == f.size
+    for f in resnet_mini.MINI_FILES:
+        assert (resnet_mini.mini_dir(data_dir) / f.name).stat().st_size == f.size
 
 
 def test_an_inverted_image_file_is_refused_before_run_start(tmp_path, mini_copy, hashed):
     """The test images inverted (255 - pixel): the same size, a valid IDX file that loads, and a checksum that
     differs."""
-    assert resnet_data.verify_mini(mini_copy, trust_cache=True) == []  # recorded as intact
-    path = resnet_data.mini_dir(mini_copy) / "t10k-images-idx3-ubyte"
+    assert resnet_mini.verify_mini(mini_copy, trust_cache=True) == []  # recorded as intact
+    path = resnet_mini.mini_dir(mini_copy) / "t10k-images-idx3-ubyte"
     time.sleep(TICK_S)
     raw = np.fromfile(path, dtype=np.uint8)
     raw[16:] = 255 - raw[16:]
     raw.tofile(path)
-    resnet_data.load_mini(mini_copy)  # well-formed: the loader alone would train on it
+    resnet_mini.load_mini(mini_copy)  # well-formed: the loader alone would train on it
     hashed.clear()
     log_path = tmp_path / "log.txt"
     log = RunLog(log_path)
@@ -164,5 +164,5 @@ def test_an_inverted_image_file_is_refused_before_run_start(tmp_path, mini_copy,
     assert "trainperf data prepare resnet" in message
     keys = [r["key"] for r in read_mllog(log_path)]
     assert "init_start" in keys and "run_start" not in keys
-    assert resnet_data.prepare_mini(mini_copy) == [path]  # the fix the message names repairs it
-    assert resnet_data.verify_mini(mini_copy, trust_cache=True) == []
+    assert resnet_mini.prepare_mini(mini_copy) == [path]  # the fix the message names repairs it
+    assert resnet_mini.verify_mini(mini_copy, trust_cache=True) == []

@@ -16,7 +16,7 @@ from pycocotools import mask as mask_utils
 
 from trainperf.errors import DataError
 from trainperf.workloads.common.detection import coco, scenes
-from trainperf.workloads.resnet import data as resnet_data
+from trainperf.workloads.resnet import mini_data as resnet_mini
 
 SMALL = {"train_scenes": 20, "val_scenes": 10}
 
@@ -24,7 +24,7 @@ SMALL = {"train_scenes": 20, "val_scenes": 10}
 def _with_fashion_mnist(root: Path, data_dir: Path) -> Path:
     """A data folder whose resnet/ is the prepared Fashion-MNIST (linked, not copied)."""
     (root / "resnet").mkdir(parents=True)
-    (root / resnet_data.MINI_SUBDIR).symlink_to(resnet_data.mini_dir(data_dir))
+    (root / resnet_mini.MINI_SUBDIR).symlink_to(resnet_mini.mini_dir(data_dir))
     return root
 
 
@@ -68,14 +68,14 @@ def test_generation_is_deterministic_for_a_seed(tmp_path, data_dir, small_scenes
     manifest = json.loads((scenes.mini_root(small_scenes) / scenes.MANIFEST).read_text())
     assert json.loads((scenes.mini_root(other) / scenes.MANIFEST).read_text()) == manifest
     assert manifest["version"] == scenes.GENERATOR_VERSION and manifest["seed"] == scenes.SEED
-    xtr, ytr, _, _ = resnet_data.load_mini(data_dir)
+    xtr, ytr, _, _ = resnet_mini.load_mini(data_dir)
     a = scenes.compose_scene(np.random.default_rng(7), xtr[:500, 0].numpy(), ytr[:500].numpy())
     b = scenes.compose_scene(np.random.default_rng(8), xtr[:500, 0].numpy(), ytr[:500].numpy())
     assert not np.array_equal(a[0], b[0])
 
 
 def test_scene_objects_stay_visible(data_dir):
-    xte, yte = (t[:2000] for t in resnet_data.load_mini(data_dir)[2:])
+    xte, yte = (t[:2000] for t in resnet_mini.load_mini(data_dir)[2:])
     rng = np.random.default_rng(0)
     counts = []
     for _ in range(100):

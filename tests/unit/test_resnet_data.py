@@ -7,69 +7,69 @@ import shutil
 import pytest
 
 from trainperf.errors import DataError
-from trainperf.workloads.resnet import data
+from trainperf.workloads.resnet import data, mini_data
 
 
 @pytest.fixture
 def mini_copy(tmp_path, data_dir):
     dest = tmp_path / "data"
-    shutil.copytree(data.mini_dir(data_dir), data.mini_dir(dest))
+    shutil.copytree(mini_data.mini_dir(data_dir), mini_data.mini_dir(dest))
     return dest
 
 
 def test_prepared_data_loads_with_the_expected_shapes(data_dir):
-    xtr, ytr, xte, yte = data.load_mini(data_dir)
+    xtr, ytr, xte, yte = mini_data.load_mini(data_dir)
     assert xtr.shape == (60000, 1, 28, 28) and xte.shape == (10000, 1, 28, 28)
     assert ytr.shape == (60000,) and int(ytr.max()) == 9
-    assert data.verify_mini(data_dir) == []
+    assert mini_data.verify_mini(data_dir) == []
 
 
 def test_prepare_is_idempotent(mini_copy):
-    assert data.prepare_mini(mini_copy) == []  # nothing rewritten
+    assert mini_data.prepare_mini(mini_copy) == []  # nothing rewritten
 
 
 def test_truncated_file_names_file_and_fix(mini_copy):
-    f = data.mini_dir(mini_copy) / "train-images-idx3-ubyte"
+    f = mini_data.mini_dir(mini_copy) / "train-images-idx3-ubyte"
     f.write_bytes(f.read_bytes()[:100000])
     with pytest.raises(DataError, match=r"train-images-idx3-ubyte is 100000 bytes.*trainperf data prepare resnet"):
-        data.load_mini(mini_copy)
-    assert any("checksum" in p for p in data.verify_mini(mini_copy))
+        mini_data.load_mini(mini_copy)
+    assert any("checksum" in p for p in mini_data.verify_mini(mini_copy))
 
 
 def test_wrong_magic_number(mini_copy):
-    f = data.mini_dir(mini_copy) / "t10k-labels-idx1-ubyte"
+    f = mini_data.mini_dir(mini_copy) / "t10k-labels-idx1-ubyte"
     raw = bytearray(f.read_bytes())
     raw[3] = 0x03
     f.write_bytes(bytes(raw))
     with pytest.raises(DataError, match=r"t10k-labels-idx1-ubyte has IDX magic number 0x00000803"):
-        data.load_mini(mini_copy)
+        mini_data.load_mini(mini_copy)
 
 
 def test_wrong_image_count(mini_copy):
-    f = data.mini_dir(mini_copy) / "t10k-images-idx3-ubyte"
+    f = mini_data.mini_dir(mini_copy) / "t10k-images-idx3-ubyte"
     raw = bytearray(f.read_bytes())
     raw[4:8] = (9999).to_bytes(4, "big")
     f.write_bytes(bytes(raw[: 16 + 9999 * 784]))
     with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte holds 9999 items, expected 10000"):
-        data.load_mini(mini_copy)
+        mini_data.load_mini(mini_copy)
 
 
 def test_missing_file(mini_copy):
-    (data.mini_dir(mini_copy) / "train-labels-idx1-ubyte").unlink()
+    (mini_data.mini_dir(mini_copy) / "train-labels-idx1-ubyte").unlink()
     with pytest.raises(DataError, match="train-labels-idx1-ubyte is missing"):
-        data.load_mini(mini_copy)
+        mini_data.load_mini(mini_copy)
 
 
 def test_prepare_repairs_a_corrupt_file(mini_copy):
-    f = data.mini_dir(mini_copy) / "t10k-labels-idx1-ubyte"
+    f = mini_data.mini_dir(mini_copy) / "t10k-labels-idx1-ubyte"
     f.write_bytes(b"garbage")
-    assert data.prepare_mini(mini_copy) == [f]
-    assert data.verify_mini(mini_copy) == []
+    assert mini_data.prepare_mini(mini_copy) == [f]
+    assert mini_data.verify_mini(mini_copy) == []
 
 
 def test_prepare_without_the_debian_package_says_what_to_install(tmp_path):
     with pytest.raises(DataError, match="apt-get install dataset-fashion-mnist"):
-        data.prepare_mini(tmp_path / "d", source=tmp_path / "nowhere")
+        mini_data.prepare_mini(tmp_path / "d", source=tmp_path / "nowhere")
     assert not list((tmp_path / "d").rglob("*ubyte*"))
 
 

@@ -150,7 +150,7 @@ BENCHMARK = Benchmark(
     smoke_fixture="trainperf.workloads.resnet.data:write_smoke_fixture",
     mini_data=MiniData(
         description="Fashion-MNIST IDX files from Debian's dataset-fashion-mnist",
-        prepare="trainperf.workloads.resnet.data:prepare_mini",
-        verify="trainperf.workloads.resnet.data:verify_mini",
+        prepare="trainperf.workloads.resnet.mini_data:prepare_mini",
+        verify="trainperf.workloads.resnet.mini_data:verify_mini",
     ),
 )

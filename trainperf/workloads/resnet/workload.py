@@ -14,7 +14,7 @@ from trainperf import seeds
 from trainperf.errors import DataError, UsageError
 from trainperf.spec import Workload
 from trainperf.workloads.common.schedules import adamw_one_cycle, poly_warmup
-from trainperf.workloads.resnet import data, gpu_decode
+from trainperf.workloads.resnet import data, gpu_decode, mini_data
 from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50
 
 MINI_EVAL_BATCH = 2000
@@ -54,15 +54,15 @@ class ResNetWorkload(Workload):
 
     def prepare(self) -> None:
         if self.flavour.images_in_memory:
-            problems = data.verify_mini(self.data_dir, trust_cache=True)  # sizes, and hashes of changed files
+            problems = mini_data.verify_mini(self.data_dir, trust_cache=True)  # sizes, and hashes of changed files
             if problems:
-                raise DataError(f"resnet mini data: {problems[0]}; {data.FIX}")
+                raise DataError(f"resnet mini data: {problems[0]}; {mini_data.FIX}")
         else:
             data.check_imagenet_layout(self.data_dir / "resnet" / "reference")
 
     def load_data(self) -> None:
         if self.flavour.images_in_memory:
-            self.xtr, self.ytr, self.xte, self.yte = data.load_mini(self.data_dir)
+            self.xtr, self.ytr, self.xte, self.yte = mini_data.load_mini(self.data_dir)
             self._loaded = (len(self.ytr), len(self.yte))
         else:
             root = self.data_dir / "resnet" / "reference"
@@ -200,7 +200,7 @@ class ResNetWorkload(Workload):
         if isinstance(x, gpu_decode.EncodedBatch):  # reference training on a GPU: JPEGs decoded there
             x = gpu_decode.decode_and_augment(x, self.device)
         elif x.dtype == torch.uint8:  # mini: normalize on the fly
-            x = (x.float() / 255.0 - data.MEAN) / data.STD
+            x = (x.float() / 255.0 - mini_data.MEAN) / mini_data.STD
         return x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
 
     def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:

@@ -302,12 +302,12 @@ def prepare_mini(
     again (deterministically) and only files whose content differs are rewritten, each atomically; the
     manifest is written last, so an interrupted run never looks prepared.
     """
-    from trainperf.workloads.resnet import data as resnet_data
+    from trainperf.workloads.resnet import mini_data as resnet_mini
 
     if not verify_mini(data_dir, train_scenes=train_scenes, val_scenes=val_scenes, seed=seed):
         return _record_sizes(mini_root(data_dir) / MANIFEST)
-    resnet_data.prepare_mini(data_dir)
-    xtr, ytr, xte, yte = resnet_data.load_mini(data_dir)
+    resnet_mini.prepare_mini(data_dir)
+    xtr, ytr, xte, yte = resnet_mini.load_mini(data_dir)
     pools = {"train": (xtr[:, 0].numpy(), ytr.numpy()), "val": (xte[:, 0].numpy(), yte.numpy())}
     counts = {"train": train_scenes, "val": val_scenes}
     root = mini_root(data_dir)
