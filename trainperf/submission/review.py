@@ -780,6 +780,7 @@ def finding_kind(text: str) -> str:
             return kind
     for words, kind in (
         ("refused before the official tools", "gate"),
+        ("can be ignored for 1.1.0", "weights_initialization (v1.1: a warning)"),
         ("logs no seed", "seeds"),
         ("seeds", "seeds"),
         ("same seed", "seeds"),
