@@ -52,6 +52,8 @@ def test_the_round_is_the_users_then_trainperfs_then_the_repositorys_then_the_lo
     assert pick(path=repo, trainperf_logs=True, latest=may_2026) == ("2.0.0", False)  # trainperf's rules are v2.0's
     assert pick(path=repo, latest=dt.date(2022, 5, 1)) == ("1.1.0", False)
     assert pick() == ("1.1.0", True)
+    # a result's later runs, days after its first (the history's date), are still of its round
+    assert pick(latest=rulesets.ROUND_ENDS["1.1.0"] + dt.timedelta(days=10)) == ("1.1.0", True)
     # a benchmark its date's round did not have moves it on: gpt3 came with v3.0
     assert pick(latest=dt.date(2022, 5, 1), held={"gpt3", "bert"}) == ("3.0.0", True)
     with pytest.raises(UsageError, match="name the round with --ruleset"):

@@ -14,9 +14,10 @@ The round is, in this order (:func:`package_ruleset`):
 3. the results repository's name in the package's path (``training_results_v1.1/NVIDIA``): MLCommons publishes
    each round's packages in a repository of that name;
 4. otherwise an inference from the logs, said in a warning: a published package carries no round in its files
-   (the logs of v1.0 to v5.1 log no version, and their system descriptions name none), but its runs were made
+   (the v1.1 and v2.1 logs log no MLPerf version, and their system descriptions name none), but its runs were made
    before its round closed and the benchmarks it holds were those of its round. The round is the first whose
-   results end (:data:`ROUND_ENDS`) on or after the latest ``run_start`` of the package and whose benchmarks
+   results end (:data:`ROUND_ENDS`, with two weeks for a result's later runs) on or after the latest ``run_start`` of
+   the package and whose benchmarks
    (mlperf-logging's ``benchmark_meta``) include every benchmark of the package. A package made entirely of runs
    from an earlier round (MLCommons re-published Samsung's May 2022 logs in v2.1) is read as that round: name
    the round with ``--ruleset`` there.
@@ -40,8 +41,9 @@ USAGE = "training"
 FIRST = (1, 0, 0)  # rulesets before 1.0.0 (v0.6, v0.7) are not supported
 
 # The last day of each round's published results: the latest run_start date among the round's published result
-# files (trainperf/history/data/mlperf_training_results.csv, column log_date, rounds v1.0 to v5.1). A run of a round
-# is never later than that; rounds the history does not hold yet are open-ended.
+# files (trainperf/history/data/mlperf_training_results.csv, column log_date: the date of a result's first run; rounds
+# v1.0 to v5.1). A run of a round is never later than that but for the other runs of the same result, made in the
+# days after its first (ROUND_SLACK); rounds the history does not hold yet are open-ended.
 ROUND_ENDS: dict[str, dt.date] = {
     "1.0.0": dt.date(2021, 6, 22),
     "1.1.0": dt.date(2021, 11, 10),
@@ -54,6 +56,9 @@ ROUND_ENDS: dict[str, dt.date] = {
     "5.0.0": dt.date(2025, 5, 15),
     "5.1.0": dt.date(2025, 10, 18),
 }
+# The next round's own runs start months after a round ends (v2.0's first fresh runs: April 2022, after v1.1's end in
+# November 2021); two weeks cover a result's later runs.
+ROUND_SLACK = dt.timedelta(days=14)
 
 # Checks of mlperf-logging 4.1.68 added in a later round than some rulesets it is given: (the first ruleset whose
 # round's tools made the check, what it is, the commit of mlcommons/logging that added it).
@@ -172,7 +177,7 @@ def from_logs(latest: dt.date | None, held: Iterable[str]) -> str | None:
     held = set(held)
     rounds = supported()
     if latest is not None:
-        ends = [r for r in rounds if r not in ROUND_ENDS or ROUND_ENDS[r] >= latest]
+        ends = [r for r in rounds if r not in ROUND_ENDS or ROUND_ENDS[r] + ROUND_SLACK >= latest]
         rounds = tuple(ends) if ends else rounds[-1:]
     fits = [r for r in rounds if held <= set(benchmarks(r))]
     return fits[0] if fits else None
