@@ -145,3 +145,13 @@ def test_a_copy_after_run_stop_of_an_evaluation_within_the_run_is_read_and_a_new
     assert "after run_stop" in problem
     late = (1_634_248_600_000, 0.81, 3)
     assert len(timing_problems(log(late, (1_634_248_600_001, 0.81, 3)))) == 2
+
+
+def test_a_key_the_installed_rules_renamed_after_v2_1_is_read_by_its_v2_1_name(tmp_path):
+    """The v2.1 closed bert rules asked for opt_epsilon; the installed 2.1.0 rules ask for opt_lamb_epsilon
+    (mlcommons/logging d82b94d, after the v2.1 results were published), which published v2.1 bert logs lack."""
+    closed = {"submission_benchmark": "bert", "submission_division": "closed"}
+    missing = "the log must contain exactly one 'opt_lamb_epsilon' line but has 0"
+    renamed = check_log(foreign_log(tmp_path / "a" / "result_0.txt", {**closed, "opt_epsilon": 1e-6}), ruleset="2.1")
+    assert missing not in renamed.problems and any(w.startswith(missing) and "d82b94d" in w for w in renamed.warnings)
+    assert missing in check_log(foreign_log(tmp_path / "b" / "result_0.txt", closed), ruleset="2.1").problems

@@ -13,6 +13,7 @@ checker; the checker itself runs confined where the machine allows it (:mod:`tra
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -67,6 +68,8 @@ class CheckResult:
     raw: str  # the checker's full output (stdout and stderr)
     warnings: list[str] = field(default_factory=list)  # reported by the checker without failing; `check` prints them
     confinement: str = ""  # how the checker ran: "confined: ..." or "not confined: <why>"; "" when it did not run
+    # the installed checker fails the log only by rules its round's own checker did not apply (then warnings)
+    round_only: bool = False
 
 
 def is_target_only_failure(result: CheckResult) -> bool:
@@ -717,8 +720,15 @@ def _finish(
     moved = []
     if ruleset in rulesets.WEIGHTS_INIT_WARNED and not crashed:
         moved = [p for p in problems if p.startswith(_WEIGHTS_INIT)]
-        problems = [p for p in problems if p not in moved]
         warnings += [f"{p} ({rulesets.WEIGHTS_INIT_WARNED[ruleset]})" for p in moved]
+    for new, (old, why) in rulesets.RENAMED_AFTER.get(ruleset, {}).items() if not crashed else ():
+        text = f"the log must contain exactly one '{new}' line but has 0"
+        if text in problems and len(_records(lines, old)) == 1:
+            moved.append(text)
+            warnings.append(f"{text} ({why})")
+    problems = [p for p in problems if p not in moved]
     if rc != 0 and not problems and not moved:
         problems.append(f"the official checker failed (exit code {rc}) without a message; see raw")
-    return result((rc == 0 or bool(moved)) and not problems, problems, raw, warnings, confined.note)
+    passed = (rc == 0 or bool(moved)) and not problems
+    res = result(passed, problems, raw, warnings, confined.note)
+    return dataclasses.replace(res, round_only=passed and rc != 0)

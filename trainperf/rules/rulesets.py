@@ -78,6 +78,16 @@ WEIGHTS_INIT_WARNED = {
     "1.1.0": "the v1.1 round's compliance checker only warned about it (mlcommons/logging 63c9709: \"can be ignored "
     'for 1.1.0"; made an error again for v2.0 by 4c04112)',
 }
+# Keys the installed rule files renamed after a round: ruleset -> {installed name: (the round's name, evidence)}.
+RENAMED_AFTER = {
+    "2.1.0": {
+        "opt_lamb_epsilon": (
+            "opt_epsilon",
+            "the installed closed_bert.yaml of 2.1.0 renamed opt_epsilon after the v2.1 results were published "
+            "(mlcommons/logging d82b94d, 2022-11-22); the round's own rules asked for opt_epsilon, which the log has",
+        )
+    },
+}
 _TRAINPERF_KEY = "trainperf_"  # trainperf's own logs carry trainperf_scale, trainperf_division, ...
 _REPOSITORY = re.compile(r"^training_results_v(\d+)\.(\d+)$")
 

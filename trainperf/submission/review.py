@@ -448,9 +448,7 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
     aborted are tolerated up to olympic scoring's drop count."""
     _, dropped = _runs_required(bench)
     aborted: list[str] = []
-    lenient: list[
-        str
-    ] = []  # compliant by the round's checker, not by the installed one's (rulesets.WEIGHTS_INIT_WARNED)
+    lenient: list[str] = []  # compliant by the round's own checker, not by the installed one (round_only)
     for run in bench.runs:
         if not run.records:
             continue
@@ -461,9 +459,7 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
         run.compliant = res.passed
         bench.warnings.extend(f"{run.name}: {w}" for w in res.warnings)  # the official checker's own warnings
         if res.passed:
-            if res.ruleset in rulesets.WEIGHTS_INIT_WARNED and any(
-                rulesets.WEIGHTS_INIT_WARNED[res.ruleset] in w for w in res.warnings
-            ):
+            if res.round_only:
                 lenient.append(run.name)
             continue
         rules = "trainperf's mini rules" if res.scale == "mini" else f"the official v{res.ruleset} rules"
@@ -493,17 +489,22 @@ _NOT_ACCEPTED = re.compile(r"package_checker: (\d+) files do not comply, directo
 
 def _round_compliance(bench: _Bench, lenient: list[str], dropped: int) -> None:
     """The installed package checker's "N files do not comply, directory cannot be accepted" where ``lenient`` of
-    those files fail only a check that the round's compliance checker made a warning: a warning when what is left is
-    as many as the round's package checker accepted under olympic scoring (one; four for unet3d)."""
+    those files fail only rules the round's own compliance checker did not apply (a v1.1 weights_initialization, a key
+    renamed after v2.1): a warning when what is left is as many as the round's package checker accepted under olympic
+    scoring (one; four for unet3d)."""
     if not lenient:
         return
     for text in list(bench.problems):
         if (m := _NOT_ACCEPTED.match(text)) and int(m[1]) - len(lenient) <= dropped:
             bench.problems.remove(text)
             bench.warnings.append(
-                f"{text} (by the installed checker; {', '.join(lenient)} fail(s) only its weights_initialization "
-                f"check, which {rulesets.WEIGHTS_INIT_WARNED[bench.ruleset]})"
+                f"{text} (by the installed checker; {_short_list(lenient)} fail(s) only rules that the "
+                f"{rulesets.round_name(bench.ruleset)} round's own checker did not apply: see their warnings)"
             )
+
+
+def _short_list(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _first(records: list[dict[str, Any]], key: str) -> Any:
@@ -581,9 +582,10 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None, 
                 break
     declared = {_first(r.records, "submission_division") for r in bench.runs if r.records}
     if division is not None and declared - {division}:
-        bench.problems.append(
+        bench.warnings.append(
             f"the logs declare MLPerf division {', '.join(sorted(map(str, declared)))} but systems/{bench.system}.json "
-            f"says {division!r}: the official tools take the division from the system description"
+            f"says {division!r}: the official tools take the division from the system description (its RCP and seed "
+            "checks), the compliance checker from the logs (their rules)"
         )
     for (_, _, seed), names in sorted(by_seed.items()):
         if len(names) > 1:
