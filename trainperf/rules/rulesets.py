@@ -83,7 +83,7 @@ RENAMED_AFTER = {
     "2.1.0": {
         "opt_lamb_epsilon": (
             "opt_epsilon",
-            "the installed closed_bert.yaml of 2.1.0 renamed opt_epsilon after the v2.1 results were published "
+            "the installed 2.1.0 closed rules renamed opt_epsilon after the v2.1 results were published "
             "(mlcommons/logging d82b94d, 2022-11-22); the round's own rules asked for opt_epsilon, which the log has",
         )
     },
