@@ -1,6 +1,6 @@
 """Review a whole published MLPerf Training results repository and print how far trainperf agrees with MLCommons.
 
-    python benchmarks/real_round.py ROUND [--orgs A,B] [--json FILE] [--jobs N]
+    python benchmarks/real_round.py ROUND [--orgs A,B] [--json FILE] [--jobs N] [--ruleset X.Y.Z]
 
 ROUND is a folder holding one ``<org>/`` package per submitter (systems/ and results/), e.g. the files of the
 mlcommons/training_results_v2.0 repository. Every (system, benchmark) of every org is reviewed with
@@ -8,7 +8,8 @@ mlcommons/training_results_v2.0 repository. Every (system, benchmark) of every o
 table (trainperf/history/data/mlperf_training_results.csv, the round taken from the folder's name or --round).
 Printed: per org the pairs, how many are accepted, how many of trainperf's scores equal the published one to three
 decimals (the raw score, times scaling.json's factor where the committee gave one), errors and warnings by kind,
-and the time; then every rejected pair with its errors. --json writes every verdict.
+and the time; then every rejected pair with its errors. --json writes every verdict. Each org is reviewed by the
+ruleset of its round as review finds it (--ruleset: that one for every org); the rulesets used are printed.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ def published(round_name: str) -> dict[tuple[str, str, str], dict[str, str]]:
         return {(r["org"], r["system"], r["benchmark"]): r for r in csv.DictReader(f) if r["round"] == round_name}
 
 
-def review_org(org_dir: str, jobs: int) -> dict[str, Any]:
+def review_org(org_dir: str, jobs: int, ruleset: str | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     try:
-        data = review_json(review(Path(org_dir), jobs=jobs))
+        data = review_json(review(Path(org_dir), jobs=jobs, ruleset=ruleset))
     except Exception as e:  # noqa: BLE001 - one org's failure is a row of the table, not the end of the run
         data = {
             "org": Path(org_dir).name,
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--jobs", type=int, default=2, help="official-tool processes each review runs at once (review --jobs)"
     )
+    ap.add_argument(
+        "--ruleset", help="review every org by this ruleset (default: each org's round, as review finds it)"
+    )
     args = ap.parse_args(argv)
     round_name = args.round_name or ("v" + m[1] if (m := re.search(r"(\d+\.\d+)", args.round.name)) else "")
     table = published(round_name)
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     results = []
     for p in orgs:  # one org at a time, its review running --jobs official-tool processes at once
-        r = review_org(str(p), max(1, args.jobs))
+        r = review_org(str(p), max(1, args.jobs), args.ruleset)
         results.append(r)
         print(f"{r['org']}: {len(r['verdicts'])} pairs, {r['seconds']:.1f} s", file=sys.stderr, flush=True)
     total = time.perf_counter() - start
@@ -109,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         f"| all {len(rows)} orgs | {sums['pairs']} | {sums['accepted']} | {sums['equal']} | {sums['errors']} | "
         f"{sums['warnings']} | {total:.1f} (wall, --jobs {args.jobs}) |"
     )
-    print("\nerrors by kind: " + (", ".join(f"{k} {n}" for k, n in errors.most_common()) or "none"))
+    used = Counter(f"{r.get('ruleset')} ({r.get('ruleset_source', '').split(' (')[0]})" for r in results)
+    print("\nrulesets: " + ", ".join(f"{k}: {n} org(s)" for k, n in used.most_common()))
+    print("errors by kind: " + (", ".join(f"{k} {n}" for k, n in errors.most_common()) or "none"))
     print("warnings by kind: " + (", ".join(f"{k} {n}" for k, n in warnings.most_common()) or "none"))
     if rejected:
         print("\nrejected:")

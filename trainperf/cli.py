@@ -270,7 +270,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     failed = 0
     notes = []
     for log in args.logs:
-        res = check_log(log, scale=args.scale)
+        res = check_log(log, scale=args.scale, ruleset=args.ruleset)
         rules = f"ruleset {res.ruleset}" + (" + trainperf mini rules" if res.scale == "mini" else "")
         about = escape(printable(f"{log} ({res.benchmark}, {res.scale}, {rules})"))  # the values come from the log
         warned = f" [yellow]({len(res.warnings)} warning(s))[/yellow]" if res.warnings else ""
@@ -413,12 +413,18 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser(
         "check",
         help="check MLLOG files with the official compliance checker",
-        description="Run mlperf_logging.compliance_checker on result logs: ruleset 2.0.0 for "
-        "reference runs, the official common rules plus trainperf's mini rules for mini runs.",
+        description="Run mlperf_logging.compliance_checker on result logs: for reference runs the ruleset of "
+        "the log's round (--ruleset, else 2.0.0 for trainperf's logs, else the round of the results repository it is "
+        "in or of its date and benchmark), the official common rules plus trainperf's mini rules for mini runs.",
     )
     c.add_argument("logs", nargs="+", type=Path, metavar="LOG")
     c.add_argument("--scale", choices=SCALES, default=None, help="override the scale read from the log")
     c.add_argument("-v", "--verbose", action="store_true", help="also print the checker's own output")
+    c.add_argument(
+        "--ruleset",
+        metavar="X.Y.Z",
+        help="the MLPerf Training ruleset to check reference logs by, e.g. 1.1.0 (default: the log's own round)",
+    )
     c.set_defaults(func=cmd_check)
 
 

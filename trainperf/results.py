@@ -394,10 +394,15 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
             f"run_start at line {start[0]} (time_ms {start[1]}), over the {MAX_RUN_MS // 86_400_000} days "
             f"({MAX_RUN_MS} ms) a run may take here ({MAX_RUN_WHY})"
         )
+    # A line after run_stop that repeats an evaluation timed within the run (its value and epoch) is a copy, not an
+    # evaluation off the clock: NVIDIA's published v1.1 HugeCTR dlrm logs repeat their last one 1 ms after run_stop.
+    timed = {_evaluation(rec) for _, rec in lines if rec.get("key") == "eval_accuracy" and _within(rec, start, stop)}
     for n, rec in lines:
         if rec.get("key") != "eval_accuracy":
             continue
         t = logged_ms(rec)
+        if t is not None and stop and t > stop[1] and _evaluation(rec) in timed:
+            continue
         if t is None:
             problems.append(f"eval_accuracy at line {n} {time_problem(rec.get('time_ms'))}")
         elif start and t < start[1]:
@@ -411,6 +416,19 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
                 f"(time_ms {stop[1]}): an evaluation outside the timed run"
             )
     return problems
+
+
+def _evaluation(rec: Mapping[str, Any]) -> str:
+    """An eval_accuracy record's value and epoch, as text (to tell a repeated line from a new evaluation)."""
+    meta = rec.get("metadata")
+    epoch = meta.get("epoch_num") if isinstance(meta, Mapping) else None
+    return json.dumps([rec.get("value"), epoch], sort_keys=True, default=str)
+
+
+def _within(rec: Mapping[str, Any], start: tuple[int, int] | None, stop: tuple[int, int] | None) -> bool:
+    """True when the record is timed within the run: not before run_start, not after run_stop."""
+    t = logged_ms(rec)
+    return t is not None and start is not None and stop is not None and start[1] <= t <= stop[1]
 
 
 def record_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:

@@ -141,15 +141,17 @@ def assert_safe_for_the_tools(folder: Path) -> None:
 def official_tools_replaced(calls: list[str]):
     """The official tools replaced by stand-ins that check what they are given and report a plain pass."""
 
-    def checker(data: bytes, name: str, config: Path | None):
+    def checker(data: bytes, name: str, config: Path | None, ruleset: str = "2.0.0"):
         assert not fuzzing.path_values_reaching_the_tools(data)
         calls.append("compliance_checker")
         return 0, "", "", Confinement((), NOT_RUN)
 
-    def batch(items: list, config: Path | None) -> list:  # review checks a benchmark's files in one process
+    def batch(
+        items: list, config: Path | None, ruleset: str = "2.0.0"
+    ) -> list:  # review checks a benchmark's files in one process
         return [checker(item.data, item.path.name, config) for item in items]
 
-    def package_checker(org_dir: Path, workdir: Path) -> official.PackageCheck:
+    def package_checker(org_dir: Path, workdir: Path, ruleset: str = "2.0.0") -> official.PackageCheck:
         assert_safe_for_the_tools(org_dir)
         calls.append("package_checker")
         ran = official.ToolRun(
@@ -157,14 +159,16 @@ def official_tools_replaced(calls: list[str]):
         )
         return official.PackageCheck(ran=ran, finished=True, found_errors=False)
 
-    def rcp_checker(benchmark_dir: Path, workdir: Path, *, custom_rcps: Path | None = None) -> official.RcpCheck:
+    def rcp_checker(
+        benchmark_dir: Path, workdir: Path, *, custom_rcps: Path | None = None, ruleset: str = "2.0.0"
+    ) -> official.RcpCheck:
         assert_safe_for_the_tools(benchmark_dir)
         calls.append("rcp_checker")
         return official.RcpCheck(
             ran=official.ToolRun(tool="rcp_checker", rc=0, out="", err=""), passed=True, message="RCP found"
         )
 
-    def summarizer(org_dir: Path, workdir: Path, benchmarks: list[str]) -> official.Summary:
+    def summarizer(org_dir: Path, workdir: Path, benchmarks: list[str], ruleset: str = "2.0.0") -> official.Summary:
         assert_safe_for_the_tools(org_dir)
         calls.append("result_summarizer")
         return official.Summary(

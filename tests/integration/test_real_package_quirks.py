@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from untrusted import ORG, SYSTEM, make_package, system_description
+from untrusted import ORG, SYSTEM, foreign_log, make_package, system_description
 
 from trainperf.submission.cli import format_review
 from trainperf.submission.layout import copy_package
@@ -289,7 +289,7 @@ def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails
 
     calls = []
 
-    def fake(folder, workdir, *, custom_rcps=None, samples_flag=""):
+    def fake(folder, workdir, *, custom_rcps=None, samples_flag="", ruleset="2.0.0"):
         calls.append(samples_flag)
         ran = ToolRun(tool="rcp_checker", rc=0, out="", err="")
         return official.RcpCheck(ran=ran, passed=bool(samples_flag), message="RCP Interpolation")
@@ -321,3 +321,36 @@ def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails
     layout.divisions[SYSTEM] = "closed"
     _rcp_check(bench, tmp_path / "copy" / ORG, tmp_path / "work", layout)
     assert len(calls) == 2 and bench.rcp.startswith("failed") and any("RCP check failed" in p for p in bench.problems)
+
+
+# --- a package of another round -------------------------------------------------------------------------------
+def test_a_package_of_another_round_is_reviewed_by_that_rounds_tools(tmp_path):
+    """A published v1.1 package names its round nowhere in its files (no version in the logs or the system
+    description): review infers v1.1 from its runs' dates (October 2021) and its benchmarks, says so, and gives the
+    official tools ruleset 1.1.0; in a folder named like the results repository, the round is the repository's."""
+    org = make_package(tmp_path / "round")
+    for i, log in enumerate(sorted((org / "results" / SYSTEM / "resnet").glob("result_*.txt"))):
+        foreign_log(log, {"seed": i + 1})
+    r = review(org)
+    assert r.ruleset == "1.1.0" and r.passed, [v.problems for v in r.verdicts]
+    assert any(
+        w.startswith("reviewed by the MLPerf Training v1.1 rules (1.1.0): inferred from the logs") for w in r.warnings
+    )
+    (verdict,) = r.verdicts
+    assert verdict.summarizer_minutes == pytest.approx(verdict.score.minutes, rel=1e-9)
+    assert "the official v1.1 RCPs" in verdict.rcp
+    assert "ruleset 1.1.0" in format_review(r)[0]
+
+
+def test_the_installed_checkers_not_accepted_folder_is_a_warning_where_v1_1_only_warned():
+    """4.1.68's package checker counts Baidu's v1.1 PaddlePaddle resnet runs, which log no weights_initialization,
+    as non-compliant ("5 files do not comply, directory cannot be accepted"); the v1.1 round's checker only warned."""
+    from trainperf.submission.review import _round_compliance
+
+    refused = "package_checker: 5 files do not comply, directory cannot be accepted"
+    bench = _Bench(system=SYSTEM, benchmark="resnet", problems=[refused], ruleset="1.1.0")
+    _round_compliance(bench, [f"result_{i}.txt" for i in range(4)], dropped=1)
+    assert bench.problems == [] and bench.warnings[0].startswith(refused) and "round's own checker" in bench.warnings[0]
+    bench = _Bench(system=SYSTEM, benchmark="resnet", problems=[refused], ruleset="1.1.0")
+    _round_compliance(bench, ["result_0.txt", "result_1.txt", "result_2.txt"], dropped=1)  # two fail otherwise
+    assert bench.problems == [refused]

@@ -25,7 +25,7 @@ tools do not see) is refused. Nothing is evaluated.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 # The limits on what is read (sizes, line length, counts, JSON nesting and numbers): one table for every reader
@@ -96,8 +96,10 @@ def _as_utf8(text: str) -> str:
     return text.encode("latin-1").decode("utf-8", errors="replace")
 
 
-def screen_log(data: bytes) -> list[str]:
-    """Why the official tools must not read this MLLOG file (``[]``: they may), one sentence per value."""
+def screen_log(data: bytes, *, known: Collection[str] = BENCHMARKS) -> list[str]:
+    """Why the official tools must not read this MLLOG file (``[]``: they may), one sentence per value. ``known``: the
+    benchmark names allowed (trainperf's; a real package of another round: its round's, each the name of a rule file
+    the official tools ship)."""
     refusals: list[str] = []
     divisions: set[Any] = set()
     benchmarks: set[Any] = set()
@@ -159,7 +161,7 @@ def screen_log(data: bytes) -> list[str]:
                 )
         if key == "submission_benchmark" or _RCP_BENCHMARK_TEXT in payload:
             benchmarks.add(value if isinstance(value, str) else None)
-            if not (isinstance(value, str) and value in BENCHMARKS):
+            if not (isinstance(value, str) and value in known):
                 why = (
                     "the official v2.0 rules build the rule-file path training_2.0.0/<division>_<value>.yaml from it "
                     "and execute that file"
@@ -167,7 +169,8 @@ def screen_log(data: bytes) -> list[str]:
                     else "rcp_checker takes as the benchmark name (the line mentions submission_benchmark) and "
                     "opens rcps_<value>.json from it"
                 )
-                refuse(lineno, key, value, f"is not an MLPerf Training v2.0 benchmark ({', '.join(BENCHMARKS)}): {why}")
+                names = ", ".join(sorted(known))
+                refuse(lineno, key, value, f"is not an MLPerf Training benchmark of the round ({names}): {why}")
         if key == "opt_name":
             opt_names.append((lineno, value))
             if problem := name_problem(value):

@@ -34,9 +34,11 @@ def add_parser(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "review",
         help="review a submission package with the official MLCommons tools",
-        description=f"Review a submission package, in this order: the official package_checker (training "
-        f"{MLPERF_RULESET}), the compliance checker on every result file (mini logs against trainperf's mini "
-        "rules), distinct seeds, the official rcp_checker (trainperf's own RCPs at the mini scale) and the "
+        description="Review a submission package, in this order: the official package_checker (the ruleset of "
+        f"the package's round: --ruleset, else {MLPERF_RULESET} for trainperf's packages, else the round of the "
+        "results repository it is in or of its logs' dates and benchmarks), the compliance checker on every "
+        "result file (mini logs against trainperf's mini rules), distinct seeds, the official rcp_checker "
+        "(trainperf's own RCPs at the mini scale) and the "
         "official result_summarizer, whose score is shown beside trainperf's. Prints one verdict per "
         "benchmark; exits 1 when any fails. The package is only read: the tools run on a private copy.",
     )
@@ -53,6 +55,11 @@ def add_parser(subparsers: Any) -> None:
         metavar="N",
         help="official-tool processes run at once (default: the CPUs this process may use); the verdicts are the "
         "same for any N",
+    )
+    r.add_argument(
+        "--ruleset",
+        metavar="X.Y.Z",
+        help="the MLPerf Training ruleset (round) to review by, e.g. 1.1.0 (default: the package's own round)",
     )
     r.set_defaults(func=cmd_review)
 
@@ -108,6 +115,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             args.package,
             jobs=args.jobs or _usable_cpus(),
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            ruleset=args.ruleset,
         )
     if args.verbose:
         for tool, text in result.raw.items():
@@ -125,7 +133,13 @@ def format_review(r: Any) -> list[str]:
     """A :class:`trainperf.submission.review.Review` as plain lines: one verdict per benchmark, with reasons."""
     from trainperf.submission.review import minutes_text
 
-    lines = [f"Review of {r.package} (org {r.org}; official tools: MLPerf Training v{MLPERF_RULESET})"]
+    ruleset = getattr(r, "ruleset", MLPERF_RULESET)
+    source = getattr(r, "ruleset_source", "")
+    lines = [
+        f"Review of {r.package} (org {r.org}; official tools: MLPerf Training ruleset {ruleset}"
+        + (f", {source}" if source else "")
+        + ")"
+    ]
     lines += [f"  official tools {r.confinement}"] if r.confinement else []
     lines += [f"  - {p}" for p in r.problems]
     lines += [f"  warning: {w}" for w in r.warnings]

@@ -133,9 +133,9 @@ class PackageCheck:
 _PACKAGE_WARNINGS = ("does not comply", "do not comply", "Unknown files", "do not conform", "Skipping benchmark")
 
 
-def run_package_checker(org_dir: Path, workdir: Path) -> PackageCheck:
-    """``python -m mlperf_logging.package_checker ORG_DIR training 2.0.0``, its log split per benchmark."""
-    ran = _run("package_checker", [str(org_dir), USAGE, MLPERF_RULESET], workdir=workdir, writes=org_dir)
+def run_package_checker(org_dir: Path, workdir: Path, ruleset: str = MLPERF_RULESET) -> PackageCheck:
+    """``python -m mlperf_logging.package_checker ORG_DIR training RULESET``, its log split per benchmark."""
+    ran = _run("package_checker", [str(org_dir), USAGE, ruleset], workdir=workdir, writes=org_dir)
     text = ran.log or ran.err
     check = PackageCheck(
         ran=ran,
@@ -177,12 +177,17 @@ def _number_after(label: str, text: str) -> float | None:
 
 
 def run_rcp_checker(
-    benchmark_dir: Path, workdir: Path, *, custom_rcps: Path | None = None, samples_flag: str = ""
+    benchmark_dir: Path,
+    workdir: Path,
+    *,
+    custom_rcps: Path | None = None,
+    samples_flag: str = "",
+    ruleset: str = MLPERF_RULESET,
 ) -> RcpCheck:
-    """``python -m mlperf_logging.rcp_checker DIR --rcp_version 2.0.0 [--custom_rcps FILE] [SAMPLES_FLAG]``
+    """``python -m mlperf_logging.rcp_checker DIR --rcp_version RULESET [--custom_rcps FILE] [SAMPLES_FLAG]``
     (the last, a benchmark's ``rcp_train_samples_flag``: its samples to converge read from ``train_samples``
     rather than ``epoch_num``)."""
-    args = [str(benchmark_dir), "--rcp_usage", USAGE, "--rcp_version", MLPERF_RULESET, "--rcp_pass", "pruned_rcps"]
+    args = [str(benchmark_dir), "--rcp_usage", USAGE, "--rcp_version", ruleset, "--rcp_pass", "pruned_rcps"]
     if custom_rcps is not None:
         args += ["--custom_rcps", str(custom_rcps)]
     if samples_flag:
@@ -216,12 +221,14 @@ class Summary:
     notices: list[str]  # what it printed about dropped runs and wrong tables, paths inside the package
 
 
-def run_result_summarizer(org_dir: Path, workdir: Path, benchmarks: list[str]) -> Summary:
-    """``python -m mlperf_logging.result_summarizer ORG_DIR training 2.0.0 --csv FILE``, its scores read back."""
+def run_result_summarizer(
+    org_dir: Path, workdir: Path, benchmarks: list[str], ruleset: str = MLPERF_RULESET
+) -> Summary:
+    """``python -m mlperf_logging.result_summarizer ORG_DIR training RULESET --csv FILE``, its scores read back."""
     table = workdir / "summary.csv"
     ran = _run(
         "result_summarizer",
-        [str(org_dir), USAGE, MLPERF_RULESET, "--csv", str(table)],
+        [str(org_dir), USAGE, ruleset, "--csv", str(table)],
         workdir=workdir,
         writes=org_dir,
         log_output=False,

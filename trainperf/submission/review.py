@@ -40,7 +40,7 @@ from trainperf import registry
 from trainperf.errors import NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
 from trainperf.results import LoggedRun, impossible_quality, parse_run
-from trainperf.rules import gate
+from trainperf.rules import gate, rulesets
 from trainperf.rules.compliance import TARGET_PROBLEM, check_logs
 from trainperf.scoring import Score, score_results
 from trainperf.spec import MLPERF_RULESET
@@ -90,6 +90,8 @@ class Review:
     warnings: list[str] = field(default_factory=list)  # about the package as a whole
     raw: dict[str, str] = field(default_factory=dict)  # each official tool's output
     confinement: str = ""  # how the official tools ran: "confined: ..." or "not confined: <why>"; "" if none ran
+    ruleset: str = MLPERF_RULESET  # the MLPerf Training ruleset the package was reviewed by (its round's)
+    ruleset_source: str = ""  # where that ruleset comes from, in words
 
     @property
     def passed(self) -> bool:
@@ -114,10 +116,20 @@ class _Bench:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rcp: str = "not checked"
+    ruleset: str = MLPERF_RULESET
 
 
-def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], None] | None = None) -> Review:
+def review(
+    package_dir: Path,
+    *,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    ruleset: str | None = None,
+) -> Review:
     """Review the package at ``package_dir`` (its ``<org>`` folder, or a folder holding exactly one).
+
+    ``ruleset`` (``1.1.0``, ``v1.1``) is the MLPerf Training round whose rules and official tools judge it; by
+    default the package's own (:func:`trainperf.rules.rulesets.package_ruleset`: v2.0 for trainperf's packages).
 
     ``jobs`` official-tool processes run at once (the package checker, the summarizer, the RCP checks and each
     result file's compliance check are independent); the findings are gathered in the same order whatever
@@ -140,17 +152,6 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
         checkable = [k for k in benches if k[0] not in layout.unusable_systems and layout.benchmarks[k]]
         tasks = _Tasks(pool, progress)
 
-        # every tool run is started first; its findings are taken in order below
-        pc = tasks.submit(official.run_package_checker, copy, work / "package_checker") if checkable else None
-        summary_run = (
-            tasks.submit(
-                official.run_result_summarizer, copy, work / "result_summarizer", sorted({k[1] for k in benches})
-            )
-            if checkable
-            else None
-        )
-        checks: dict[tuple[str, str], Future] = {}
-        rcps: dict[tuple[str, str], Future | None] = {}
         read_problems: dict[tuple[str, str], list[str]] = {}  # reported after the package checker's, as read
         for key, bench in benches.items():
             before = len(bench.problems)
@@ -165,7 +166,38 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
             if len(scales) > 1:
                 bench.problems.append(f"the result files mix scales ({', '.join(sorted(scales))}); keep one scale")
             read_problems[key], bench.problems[before:] = bench.problems[before:], []
-            checks[key] = tasks.submit(_check_many, [r for r in bench.runs if r.records], bench.benchmark)
+
+        # the package's round: every official tool is given its ruleset
+        chosen, source, inferred = _package_ruleset(org_dir, benches, ruleset)
+        if inferred:
+            notes_later.append(
+                f"reviewed by the MLPerf Training {rulesets.round_name(chosen)} rules ({chosen}): {source}"
+            )
+        for key, bench in benches.items():
+            bench.ruleset = chosen
+            if key[1] not in rulesets.benchmarks(chosen):
+                read_problems[key].append(
+                    f"{key[1]} is not a benchmark of MLPerf Training {rulesets.round_name(chosen)} "
+                    f"({', '.join(rulesets.benchmarks(chosen))}; ruleset {chosen}: {source})"
+                )
+
+        # every tool run is started first; its findings are taken in order below
+        pc = tasks.submit(official.run_package_checker, copy, work / "package_checker", chosen) if checkable else None
+        summary_run = (
+            tasks.submit(
+                official.run_result_summarizer,
+                copy,
+                work / "result_summarizer",
+                sorted({k[1] for k in benches}),
+                chosen,
+            )
+            if checkable
+            else None
+        )
+        checks: dict[tuple[str, str], Future] = {}
+        rcps: dict[tuple[str, str], Future | None] = {}
+        for key, bench in benches.items():
+            checks[key] = tasks.submit(_check_many, [r for r in bench.runs if r.records], bench.benchmark, chosen)
             rcps[key] = None if key[0] in layout.unusable_systems else _start_rcp(bench, copy, work, tasks)
 
         # (a) the official package checker
@@ -174,7 +206,7 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
             raw["package_checker"] = pc.ran.log or pc.ran.raw
             notes.append(pc.ran.confinement)
             if pc.ran.crashed or not pc.finished:
-                (notes_later if _lacks_round_data(pc.ran, benches) else problems).append(_crash(pc.ran))
+                (notes_later if _lacks_round_data(pc.ran, benches, chosen) else problems).append(_crash(pc.ran, chosen))
             for msg in pc.general:  # system descriptions: "System description checker failed for <name> : ..."
                 owners = [b for (s, _), b in benches.items() if f"failed for {s} " in msg + " "]
                 for b in owners:
@@ -182,7 +214,7 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
                 problems += [] if owners else [f"package_checker: {msg}"]
             for key, msgs in pc.errors.items():
                 target = benches.get(key)
-                errors, later = _package_checker_errors(msgs)
+                errors, later = _package_checker_errors(msgs, chosen)
                 (target.problems if target else problems).extend(f"package_checker: {m}" for m in errors)
                 (target.warnings if target else notes_later).extend(f"package_checker: {m}" for m in later)
             for key, msgs in pc.warnings.items():
@@ -193,7 +225,7 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
             bench.problems += read_problems[key]
             _check_count(bench)
             _check_compliance(bench, checks[key].result())  # (b)
-            _check_seeds_and_consistency(bench, org, layout.divisions.get(key[0]))  # (c)
+            _check_seeds_and_consistency(bench, org, layout.divisions.get(key[0]), chosen)  # (c)
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
             else:
@@ -206,7 +238,8 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
             raw["result_summarizer"] = summary.ran.raw
             notes.append(summary.ran.confinement)
             if summary.ran.crashed:
-                (notes_later if _lacks_round_data(summary.ran, benches) else problems).append(_crash(summary.ran))
+                gap = _lacks_round_data(summary.ran, benches, chosen)
+                (notes_later if gap else problems).append(_crash(summary.ran, chosen))
         verdicts = [_verdict(bench, summary, layout.scaling.get(k)) for k, bench in benches.items()]
     return Review(
         package=org_dir,
@@ -216,7 +249,30 @@ def review(package_dir: Path, *, jobs: int = 1, progress: Callable[[int, int], N
         warnings=notes_later,
         raw=raw,
         confinement="; ".join(dict.fromkeys(n for n in notes if n)),
+        ruleset=chosen,
+        ruleset_source=source,
     )
+
+
+def _package_ruleset(org_dir: Path, benches: dict[tuple[str, str], _Bench], given: str | None) -> tuple[str, str, bool]:
+    """(ruleset, where it comes from, whether it is inferred) of the package:
+    :func:`trainperf.rules.rulesets.package_ruleset` on its logs (their latest run_start, whether trainperf wrote
+    them) and the benchmarks it holds."""
+    records = [r.records for b in benches.values() for r in b.runs if r.records]
+    dates = [
+        d
+        for recs in records
+        for rec in recs
+        if rec.get("key") == "run_start" and (d := rulesets.log_date(rec.get("time_ms"))) is not None
+    ]
+    chosen, source, inferred = rulesets.package_ruleset(
+        given=given,
+        path=org_dir,
+        trainperf_logs=any(rulesets.is_trainperf_log(recs) for recs in records),
+        latest=max(dates) if dates else None,
+        held={k[1] for k in benches},
+    )
+    return chosen, source, inferred
 
 
 class _Tasks:
@@ -251,13 +307,13 @@ _LACKS = (
 _BATCH_SIZES_DIFFER = "Batch sizes in files do not match."
 _LATER_BATCH_CHECK = (
     " (the installed mlperf-logging compares global_batch_size across a benchmark's result files and stops where "
-    "they differ; the v2.0 round's rcp_checker read the batch size without comparing the files (mlcommons/logging "
-    "@ 065e4ce, rcp_checker.py get_submission_epochs): a check of later rounds, and its crash a gap of the tool; "
-    "trainperf's own checks stand)"
+    "they differ; the {round} round's rcp_checker read the batch size without comparing the files (mlcommons/logging "
+    "@ 065e4ce, rcp_checker.py get_submission_epochs; the comparison came with 74c310b, for v3.0): a check of later "
+    "rounds, and its crash a gap of the tool; trainperf's own checks stand)"
 )
 
 
-def _round_gap(ran: official.ToolRun, benches: dict[tuple[str, str], Any]) -> str:
+def _round_gap(ran: official.ToolRun, benches: dict[tuple[str, str], Any], ruleset: str = MLPERF_RULESET) -> str:
     """Why an official tool's crash is a gap of the installed tool rather than a rule of the package's round (the
     text added to the finding), or "" when it is not known to be one:
 
@@ -265,39 +321,48 @@ def _round_gap(ran: official.ToolRun, benches: dict[tuple[str, str], Any]) -> st
       its run counts, and its package checker, rcp checker and summarizer stop there;
     - ``KeyError: None`` after "Batch sizes in files do not match.": 4.x's rcp_checker returns no benchmark name
       for runs of different batch sizes (published v2.0 results hold such runs: Dell's 32-node maskrcnn) and then
-      looks that name up.
+      looks that name up; a gap only for a ruleset before v3.0, whose tools did not compare the files.
     """
     if ran.rc is None:
         return ""
     last = (ran.err.strip().splitlines() or [""])[-1].strip()
     if any(last == f"KeyError: {b!r}" for _, b in benches):
         return _LACKS
-    if last == "KeyError: None" and any(_BATCH_SIZES_DIFFER in text for text in (ran.err, ran.out, ran.log)):
-        return _LATER_BATCH_CHECK
+    if (
+        last == "KeyError: None"
+        and rulesets.later_check(ruleset, "batch sizes compared")
+        and any(_BATCH_SIZES_DIFFER in text for text in (ran.err, ran.out, ran.log))
+    ):
+        return _LATER_BATCH_CHECK.format(round=rulesets.round_name(ruleset))
     return ""
 
 
-def _lacks_round_data(ran: official.ToolRun, benches: dict[tuple[str, str], Any]) -> bool:
+def _lacks_round_data(
+    ran: official.ToolRun, benches: dict[tuple[str, str], Any], ruleset: str = MLPERF_RULESET
+) -> bool:
     """True when a tool's crash is a gap of the installed tool (:func:`_round_gap`), not a rule of the round."""
-    return bool(_round_gap(ran, benches))
+    return bool(_round_gap(ran, benches, ruleset))
 
 
-def _crash(ran: official.ToolRun) -> str:
-    return ran.failure() + _round_gap(ran, {("", b): None for b in _BENCHMARK_NAMES})
+def _crash(ran: official.ToolRun, ruleset: str = MLPERF_RULESET) -> str:
+    names = {*_BENCHMARK_NAMES, *rulesets.benchmarks(ruleset)}
+    return ran.failure() + _round_gap(ran, {("", b): None for b in names}, ruleset)
 
 
 _NO_SEED = re.compile(r"Result file \S+ logs no seed\.$")
 _SEED_FAILED = "Seed checker failed"
 
 
-def _package_checker_errors(msgs: list[str]) -> tuple[list[str], list[str]]:
+def _package_checker_errors(msgs: list[str], ruleset: str = MLPERF_RULESET) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the installed package checker's errors for one benchmark, by the round's rules.
 
     mlperf-logging 4.x (commit ac0096c, September 2024) fails a run that logs no seed; the v2.0 round's seed
     checker failed it only when another run of the benchmark logs one, which :func:`_check_seeds_and_consistency`
-    checks. So "logs no seed" is a warning here, and the summary line "Seed checker failed" goes with it when the
-    seed checker found nothing else.
+    checks. So "logs no seed" is a warning for a ruleset before 4.1.0, and the summary line "Seed checker failed"
+    goes with it when the seed checker found nothing else; from 4.1.0 on it is the round's own rule, an error.
     """
+    if not rulesets.later_check(ruleset, "seed required"):
+        return [m for m in msgs if m != _SEED_FAILED] + [m for m in msgs if m == _SEED_FAILED][:1], []
     errors, later = [], []
     seed_errors_left = False
     for msg in msgs:
@@ -305,7 +370,7 @@ def _package_checker_errors(msgs: list[str]) -> tuple[list[str], list[str]]:
             body = msg.split(":", 1)[1].strip().splitlines()
             kept = [ln for ln in body if not _NO_SEED.match(ln.strip())]
             later += [
-                f"{ln.strip()} (a seed checker error from mlperf-logging 4.x on; not a rule of the v2.0 round)"
+                f"{ln.strip()} ({rulesets.later_note(ruleset, 'seed required')})"
                 for ln in body
                 if _NO_SEED.match(ln.strip())
             ]
@@ -353,6 +418,8 @@ def _runs_required(bench: _Bench) -> tuple[int, int]:
     spec = _spec(bench)
     if spec is not None:
         return spec.runs_required, spec.runs_dropped
+    if bench.benchmark not in _BENCHMARK_NAMES:  # a benchmark of another round: the official tools' counts
+        return rulesets.result_files(bench.benchmark), rulesets.RUNS_DROPPED_OTHERS
     _, dropped = registry.mlperf_runs(bench.benchmark)
     return get_result_file_counts(official.USAGE)[bench.benchmark], dropped
 
@@ -364,22 +431,24 @@ def _check_count(bench: _Bench) -> None:
         missing = [f"result_{i}.txt" for i in range(need) if f"result_{i}.txt" not in have]
         bench.problems.append(
             f"results/{bench.system}/{bench.benchmark} holds {len(have)} result files, but a {bench.benchmark} "
-            f"score needs exactly {need} runs (MLPerf Training v{MLPERF_RULESET})"
+            f"score needs exactly {need} runs (MLPerf Training {rulesets.round_name(bench.ruleset)})"
             + (f"; missing: {', '.join(missing)}" if missing else "")
         )
 
 
-def _check_many(runs: list[_Run], benchmark: str) -> dict[str, Any]:
+def _check_many(runs: list[_Run], benchmark: str, ruleset: str = MLPERF_RULESET) -> dict[str, Any]:
     """check_log of a benchmark's result files (the official checker started once for them all), by file name:
     each result, or the TrainperfError it raised (kept for the verdict)."""
-    return dict(zip([r.name for r in runs], check_logs([r.path for r in runs], key=benchmark), strict=True))
+    checked = check_logs([r.path for r in runs], key=benchmark, ruleset=ruleset)
+    return dict(zip([r.name for r in runs], checked, strict=True))
 
 
 def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
     """(b) check_log's result on every file (``checked``: by file name, from :func:`_check_many`); runs logged as
     aborted are tolerated up to olympic scoring's drop count."""
     _, dropped = _runs_required(bench)
-    aborted = []
+    aborted: list[str] = []
+    lenient: list[str] = []  # compliant by the round's own checker, not by the installed one (round_only)
     for run in bench.runs:
         if not run.records:
             continue
@@ -390,6 +459,8 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
         run.compliant = res.passed
         bench.warnings.extend(f"{run.name}: {w}" for w in res.warnings)  # the official checker's own warnings
         if res.passed:
+            if res.round_only:
+                lenient.append(run.name)
             continue
         rules = "trainperf's mini rules" if res.scale == "mini" else f"the official v{res.ruleset} rules"
         if run.logged and all(p.startswith((TARGET_PROBLEM, _STATUS_PROBLEM, *_NO_RUN_STOP)) for p in res.problems):
@@ -400,6 +471,7 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
             aborted.append(run.name)
             continue
         bench.problems.extend(f"{run.name} ({rules}): {p}" for p in res.problems)
+    _round_compliance(bench, lenient, dropped)
     if len(aborted) > dropped:
         bench.problems.append(
             f"{len(aborted)} runs stopped without reaching the target ({', '.join(aborted)}); olympic scoring "
@@ -410,6 +482,29 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
             f"{', '.join(aborted)} stopped without reaching the target; counted as the slowest, which olympic "
             "scoring drops"
         )
+
+
+_NOT_ACCEPTED = re.compile(r"package_checker: (\d+) files do not comply, directory cannot be accepted$")
+
+
+def _round_compliance(bench: _Bench, lenient: list[str], dropped: int) -> None:
+    """The installed package checker's "N files do not comply, directory cannot be accepted" where ``lenient`` of
+    those files fail only rules the round's own compliance checker did not apply (a v1.1 weights_initialization, a key
+    renamed after v2.1): a warning when what is left is as many as the round's package checker accepted under olympic
+    scoring (one; four for unet3d)."""
+    if not lenient:
+        return
+    for text in list(bench.problems):
+        if (m := _NOT_ACCEPTED.match(text)) and int(m[1]) - len(lenient) <= dropped:
+            bench.problems.remove(text)
+            bench.warnings.append(
+                f"{text} (by the installed checker; {_short_list(lenient)} fail(s) only rules that the "
+                f"{rulesets.round_name(bench.ruleset)} round's own checker did not apply: see their warnings)"
+            )
+
+
+def _short_list(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _first(records: list[dict[str, Any]], key: str) -> Any:
@@ -426,13 +521,14 @@ def _seed_records(run: _Run) -> set[tuple[Any, Any, str]]:
     return out
 
 
-def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) -> None:
+def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None, ruleset: str = MLPERF_RULESET) -> None:
     """(c) distinct seeds across the runs; org, system and quality values that fit the package.
 
     The seed rules are those of the v2.0 round's seed checker (mlperf-logging 2.0.0, seed_checker.py): two runs
     logging the same seed from the same source line, or a run logging no seed where another run logs one, is an
     error; a run logging several seeds (one per rank, say) is a warning, and so is a benchmark none of whose runs
-    logs a seed. ``submission_org`` and ``submission_platform`` are names: the gate has already refused any that
+    logs a seed; from ruleset 4.1.0 on (mlcommons/logging ac0096c), a run logging no seed is an error whatever the
+    others log. ``submission_org`` and ``submission_platform`` are names: the gate has already refused any that
     could be read as a path, and MLCommons compares neither with the folders, so a mismatch is a warning.
     """
     by_seed: dict[tuple[Any, Any, str], list[str]] = defaultdict(list)
@@ -447,8 +543,12 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) 
                 f"{run.name}: logs no seed, but {logs_seeds[0]} does; every run must log the seed it used "
                 "(seed checker, mlperf-logging 2.0.0)"
             )
+        elif not seeds and not rulesets.later_check(ruleset, "seed required"):
+            bench.problems.append(
+                f"{run.name}: logs no seed; every run must log the seed it used (seed checker, ruleset {ruleset})"
+            )
         elif not seeds:
-            bench.warnings.append(f"{run.name}: logs no seed (an error from the v4.1 seed checker on, not in v2.0)")
+            bench.warnings.append(f"{run.name}: logs no seed ({rulesets.later_note(ruleset, 'seed required')})")
         elif len({s[2] for s in seeds}) > 1:
             values = sorted({s[2] for s in seeds})
             shown = ", ".join(values[:3]) + (f", ... ({len(values)} in all)" if len(values) > 3 else "")
@@ -472,9 +572,10 @@ def _check_seeds_and_consistency(bench: _Bench, org: str, division: str | None) 
                 break
     declared = {_first(r.records, "submission_division") for r in bench.runs if r.records}
     if division is not None and declared - {division}:
-        bench.problems.append(
+        bench.warnings.append(
             f"the logs declare MLPerf division {', '.join(sorted(map(str, declared)))} but systems/{bench.system}.json "
-            f"says {division!r}: the official tools take the division from the system description"
+            f"says {division!r}: the official tools take the division from the system description (its RCP and seed "
+            "checks), the compliance checker from the logs (their rules)"
         )
     for (_, _, seed), names in sorted(by_seed.items()):
         if len(names) > 1:
@@ -497,7 +598,8 @@ def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future |
     """(d), started: the RCP checker's run(s) for ``bench`` (a Future of :class:`_RcpRuns`), or why it is not run
     (a str: ``bench.rcp``'s text), or None when a warning says so already."""
     need, _ = _runs_required(bench)
-    if not registry.benchmark(bench.benchmark).mlperf_rcps:
+    known = bench.benchmark in _BENCHMARK_NAMES
+    if known and not registry.benchmark(bench.benchmark).mlperf_rcps:
         return f"not applicable (MLPerf has no RCPs for {bench.benchmark})"
     if len(bench.runs) != need or any(
         not r.records
@@ -506,7 +608,7 @@ def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future |
         for r in bench.runs
     ):
         return f"not checked: it needs the {need} runs, each logging submission_benchmark and global_batch_size"
-    custom, provisional, note = None, False, "the official v2.0 RCPs"
+    custom, provisional, note = None, False, f"the official {rulesets.round_name(bench.ruleset)} RCPs"
     if bench.scale == "mini":
         custom = mini_rcp_path(bench.benchmark)
         if not custom.is_file():
@@ -519,7 +621,6 @@ def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future |
     folder = copy / "results" / bench.system / bench.benchmark
     where = work / f"rcp_{bench.system}_{bench.benchmark}"
 
-    known = bench.benchmark in _BENCHMARK_NAMES
     flag = registry.benchmark(bench.benchmark).rcp_train_samples_flag if known else ""
 
     def run() -> _RcpRuns:
@@ -527,13 +628,15 @@ def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future |
             custom=custom,
             provisional=provisional,
             note=note,
-            first=official.run_rcp_checker(folder, where, custom_rcps=custom),
+            first=official.run_rcp_checker(folder, where, custom_rcps=custom, ruleset=bench.ruleset),
         )
         if flag and not runs.first.passed and not runs.first.ran.crashed and custom is None:
             # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which
             # the round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package
             # checker so)
-            runs.samples = official.run_rcp_checker(folder, Path(f"{where}_samples"), samples_flag=flag)
+            runs.samples = official.run_rcp_checker(
+                folder, Path(f"{where}_samples"), samples_flag=flag, ruleset=bench.ruleset
+            )
         return runs
 
     return tasks.submit(run)
@@ -566,7 +669,7 @@ def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[s
             ]
     if rcp.ran.crashed:
         bench.rcp = f"could not be checked: {rcp.message}"
-        gap = _round_gap(rcp.ran, {(bench.system, bench.benchmark): bench})
+        gap = _round_gap(rcp.ran, {(bench.system, bench.benchmark): bench}, bench.ruleset)
         (bench.warnings if gap else bench.problems).append(f"RCP check {bench.rcp}{gap}")
         return
     detail = ""
@@ -637,12 +740,13 @@ def _why_scores_differ(bench: _Bench, ours: Score | None, summary: official.Summ
     if aborted:
         reasons.append(
             f"the summarizer counts the minutes of {', '.join(aborted)}, which stopped with status 'aborted' "
-            "(the v2.0 open rules do not check run_stop's status); trainperf counts them as the slowest"
+            f"(the {rulesets.round_name(bench.ruleset)} open rules do not check run_stop's status); trainperf counts "
+            "them as the slowest"
         )
     if other:
         reasons.append(
             f"the summarizer counts {', '.join(other)}, which fail(s) trainperf's checks above but pass(es) the "
-            "official v2.0 rules it applies; trainperf does not count them"
+            "official rules it applies; trainperf does not count them"
         )
     return "; ".join(reasons)
 
@@ -668,6 +772,7 @@ def finding_kind(text: str) -> str:
             return kind
     for words, kind in (
         ("refused before the official tools", "gate"),
+        ("can be ignored for 1.1.0", "weights_initialization (v1.1: a warning)"),
         ("logs no seed", "seeds"),
         ("seeds", "seeds"),
         ("same seed", "seeds"),
@@ -694,6 +799,8 @@ def review_json(r: Review) -> dict[str, Any]:
     return {
         "package": str(r.package),
         "org": r.org,
+        "ruleset": r.ruleset,
+        "ruleset_source": r.ruleset_source,
         "passed": r.passed,
         "errors": findings(r.problems),
         "warnings": findings(r.warnings),
