@@ -27,7 +27,7 @@ from trainperf.dist import DistContext
 from trainperf.harness.runner import seed_everything
 from trainperf.spec import RunConfig
 from trainperf.workloads.minigo import arena, mcts
-from trainperf.workloads.minigo.workload import worker_state
+from trainperf.workloads.minigo.workers import worker_state
 
 
 def strength(w, model: torch.nn.Module, games: int, first_opening: int) -> arena.ArenaResult:

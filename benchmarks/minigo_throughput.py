@@ -24,7 +24,8 @@ from trainperf import registry
 from trainperf.workloads.minigo import mcts
 from trainperf.workloads.minigo.go import Position
 from trainperf.workloads.minigo.model import mini_gonet
-from trainperf.workloads.minigo.workload import MAX_WORKERS, _init_worker, _self_play_worker
+from trainperf.workloads.minigo.workers import init_worker, self_play_worker
+from trainperf.workloads.minigo.workload import MAX_WORKERS
 
 
 def main() -> int:
@@ -37,7 +38,7 @@ def main() -> int:
     torch.manual_seed(0)
     state = mini_gonet(size).state_dict()
     workers = max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))  # as many as a run starts
-    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_init_worker)
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=init_worker)
 
     def job(games: int, seed: int) -> tuple:
         return (state, size, r.komi, games, cfg, seed, r.temperature_moves)
@@ -46,15 +47,15 @@ def main() -> int:
     results: dict[str, list[tuple[float, float]]] = {unbatched: [], "1 process": [], f"{workers} processes": []}
     for rep in range(a.repeats):
         t = time.perf_counter()
-        singles = [_self_play_worker(job(1, rep * 1000 + i)) for i in range(max(1, a.games // 4))]
+        singles = [self_play_worker(job(1, rep * 1000 + i)) for i in range(max(1, a.games // 4))]
         dt = time.perf_counter() - t
         results[unbatched].append((sum(len(x.outcome) for x in singles) / dt, len(singles) / dt * 60))
         t = time.perf_counter()
-        g = _self_play_worker(job(a.games, rep))
+        g = self_play_worker(job(a.games, rep))
         dt = time.perf_counter() - t
         results["1 process"].append((len(g.outcome) / dt, g.games / dt * 60))
         t = time.perf_counter()
-        parts = pool.map(_self_play_worker, [job(a.games // workers, rep * 10 + w) for w in range(workers)])
+        parts = pool.map(self_play_worker, [job(a.games // workers, rep * 10 + w) for w in range(workers)])
         dt = time.perf_counter() - t
         positions = sum(len(x.outcome) for x in parts)
         results[f"{workers} processes"].append((positions / dt, sum(x.games for x in parts) / dt * 60))

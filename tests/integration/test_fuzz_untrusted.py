@@ -35,8 +35,9 @@ from trainperf import system as system_mod
 from trainperf.confine import Confinement
 from trainperf.errors import TrainperfError
 from trainperf.report.collect import collect
-from trainperf.results import impossible_quality, mllog_lines, parse_run, read_mllog_lines
+from trainperf.results import mllog_lines, parse_run, read_mllog_lines
 from trainperf.rules import compliance, gate
+from trainperf.run_checks import impossible_quality
 from trainperf.submission import official
 from trainperf.submission import review as review_mod
 from trainperf.system import check_system_file

@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "records",
         (
             "trainperf.results",
+            "trainperf.run_checks",
             "trainperf.scoring",
             "trainperf.system",
             "trainperf.host",

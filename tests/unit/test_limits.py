@@ -14,9 +14,10 @@ from trainperf import limits
 from trainperf.errors import ResultsError, UsageError
 from trainperf.report.ablation import read_ablation
 from trainperf.report.collect import collect
-from trainperf.results import impossible_quality, mllog_lines, read_mllog_lines
+from trainperf.results import mllog_lines, read_mllog_lines
 from trainperf.rules import gate
 from trainperf.rules.closed import parse_overrides
+from trainperf.run_checks import impossible_quality
 from trainperf.system import check_system_file
 
 DEEP = "[" * 100_000 + "]" * 100_000

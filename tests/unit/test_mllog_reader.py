@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from untrusted import MLLOG, T0, log_lines
 
 from trainperf.errors import ResultsError
-from trainperf.results import EARLIEST_MS, LATEST_MS, MAX_RUN_MS, TOKEN, mllog_lines, parse_run, read_mllog_lines
+from trainperf.results import TOKEN, mllog_lines, parse_run, read_mllog_lines
 from trainperf.rules import compliance, gate
+from trainperf.run_checks import EARLIEST_MS, LATEST_MS, MAX_RUN_MS
 
 mlp_parser = pytest.importorskip("mlperf_logging.compliance_checker.mlp_parser")
 

@@ -377,7 +377,7 @@ def test_an_evaluation_after_the_run_stop_of_a_failed_run_is_read(tmp_path):
 
 
 def test_a_time_that_is_not_a_number_is_refused(tmp_path, rule_file):
-    from trainperf.results import timing_problems
+    from trainperf.run_checks import timing_problems
 
     assert timing_problems(
         [(3, {"key": "run_start", "time_ms": float("nan")}), (4, {"key": "run_stop", "time_ms": T0 + 5})]

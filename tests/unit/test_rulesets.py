@@ -129,7 +129,7 @@ def test_a_copy_after_run_stop_of_an_evaluation_within_the_run_is_read_and_a_new
     """NVIDIA's published v1.1 HugeCTR dlrm logs repeat their last evaluation (same value, same epoch) 1 ms after
     run_stop: a copy, not an evaluation off the clock. One with another value after run_stop is still refused, and
     so is the copy of an evaluation that was itself outside the run."""
-    from trainperf.results import timing_problems
+    from trainperf.run_checks import timing_problems
 
     def log(*evals):
         recs = [

@@ -3,7 +3,7 @@
 A path is a trainperf output folder (``trainperf run --out``) or an MLCommons submission folder
 ``<org>/`` (or a folder holding several of either): both have ``results/<system>/<benchmark>/result_<i>.txt``
 and ``systems/<system>.json``. Result files are only read, never executed or evaluated; a file whose
-timing is impossible (see :func:`trainperf.results.timing_problems`) is refused. A run counts as a
+timing is impossible (see :func:`trainperf.run_checks.timing_problems`) is refused. A run counts as a
 success only when ``run_stop`` says so *and* one of its logged evaluations reaches the spec's target
 (the log's status is not trusted alone). Each benchmark is scored with
 :func:`trainperf.scoring.score_results` under the spec the registry gives for its scale, the runs
@@ -21,7 +21,8 @@ from typing import Any
 
 from trainperf import limits, registry
 from trainperf.errors import ResultsError, TrainperfError
-from trainperf.results import RECORD_FIX, impossible_quality, logged_ms, parse_run
+from trainperf.results import parse_run
+from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
 
@@ -261,7 +262,7 @@ def _collect_benchmark(
 
 
 def _check_qualities(run: RunResult, spec: BenchmarkSpec | None) -> None:
-    """Refuse a run with an evaluation no metric can take (:func:`trainperf.results.impossible_quality`, the rule
+    """Refuse a run with an evaluation no metric can take (:func:`trainperf.run_checks.impossible_quality`, the rule
     ``review`` applies): an accuracy of 1000 or 1e400 (infinity) would otherwise reach any target."""
     higher = spec.higher_is_better if spec is not None else None
     for value, line in zip(run.evaluations, run.evaluation_lines, strict=False):

@@ -33,8 +33,9 @@ from trainperf import limits, registry
 from trainperf.confine import Confinement, confinement
 from trainperf.errors import DataError, NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
-from trainperf.results import ONCE, TOKEN, mllog_lines, timing_problems
+from trainperf.results import TOKEN, mllog_lines
 from trainperf.rules import gate, mini_rules, rulesets
+from trainperf.run_checks import ONCE, timing_problems
 from trainperf.spec import MLPERF_RULESET, SCALES
 
 CHECKER_MODULE = "mlperf_logging.compliance_checker"

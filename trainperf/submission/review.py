@@ -39,9 +39,10 @@ from mlperf_logging.benchmark_meta import get_result_file_counts
 from trainperf import registry
 from trainperf.errors import NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
-from trainperf.results import LoggedRun, impossible_quality, parse_run
+from trainperf.results import LoggedRun, parse_run
 from trainperf.rules import gate, rulesets
 from trainperf.rules.compliance import TARGET_PROBLEM, check_logs
+from trainperf.run_checks import impossible_quality
 from trainperf.scoring import Score, score_results
 from trainperf.spec import MLPERF_RULESET
 from trainperf.submission import official

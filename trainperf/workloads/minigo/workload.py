@@ -19,7 +19,6 @@ import dataclasses
 import math
 import multiprocessing
 import os
-import signal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ import torch.nn.functional as F
 from trainperf import seeds
 from trainperf.errors import UsageError
 from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
-from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, bootstrap, mcts
+from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, bootstrap, mcts, workers
 from trainperf.workloads.minigo import reference_search as ref
 from trainperf.workloads.minigo.data import TARGET_FILE
 from trainperf.workloads.minigo.model import REFERENCE_PLANES, mini_gonet, reference_gonet
@@ -130,8 +129,8 @@ class MiniGoWorkload(Workload):
         arena.check_opponent(arena.Opponent(level=r.opponent_level), self.size, r.komi)
         # One worker per core, started before the clock (their start-up is initialization); close() ends them.
         ctx = multiprocessing.get_context("fork")
-        self._pool = ctx.Pool(self.workers, initializer=_init_worker)
-        self._pool.map(_ping, range(self.workers))
+        self._pool = ctx.Pool(self.workers, initializer=workers.init_worker)
+        self._pool.map(workers.ping, range(self.workers))
 
     @property
     def _bootstrap_games_path(self) -> Path:
@@ -287,13 +286,13 @@ class MiniGoWorkload(Workload):
         if self._pool is None:
             raise RuntimeError("minigo: self-play needs the worker pool that prepare() starts")
         r = self.recipe
-        state = worker_state(model)
+        state = workers.worker_state(model)
         per = self._games_per_worker
         worker_seeds = [
             seeds.derive(self.config.seed, seeds.STREAM_SELF_PLAY, generation, w) for w in range(self.workers)
         ]
         jobs = [(state, self.size, r.komi, per, self.search_cfg, s, r.temperature_moves) for s in worker_seeds]
-        parts = self._pool.map(_self_play_worker, jobs)
+        parts = self._pool.map(workers.self_play_worker, jobs)
         return mcts.Games(
             np.concatenate([p.features for p in parts]),
             np.concatenate([p.policy for p in parts]),
@@ -373,7 +372,7 @@ class MiniGoWorkload(Workload):
                 "white_games": match.games - match.black_games,
             }
         cfg = mcts.SearchConfig(playouts=r.num_readouts, fill_own_eyes=r.fill_own_eyes)  # GNU Go: simple ko
-        state = worker_state(model)
+        state = workers.worker_state(model)
         screen = self._gnugo_match(state, cfg, r.eval_games, first_opening=0)
         out = {"win_rate": screen.win_rate, "screen_win_rate": screen.win_rate, "screen_games": screen.games}
         total = screen
@@ -406,7 +405,7 @@ class MiniGoWorkload(Workload):
                     (state, self.size, r.komi, min(share, part - offset), cfg, opponent, r.opening_moves, opening)
                 )
         result = arena.ArenaResult()
-        for part in self._pool.map(_match_worker, jobs, chunksize=1):
+        for part in self._pool.map(workers.match_worker, jobs, chunksize=1):
             result = result + part
         return result
 
@@ -451,55 +450,3 @@ def symmetry(x: np.ndarray, pi: np.ndarray, k: int, size: int) -> tuple[np.ndarr
         x, board = x[..., ::-1], board[..., ::-1]
     out = np.concatenate([board.reshape(len(pi), -1), pi[:, size * size :]], axis=1)
     return np.ascontiguousarray(x), np.ascontiguousarray(out)
-
-
-def _init_worker() -> None:
-    # A forked worker inherits the run's handlers, which turn SIGTERM and Ctrl-C into exceptions; then
-    # Pool.terminate() (SIGTERM) could leave a worker alive and close() waiting for it forever. A worker
-    # dies on SIGTERM and leaves Ctrl-C to the run.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)  # one core per worker; the workers together use every core
-
-
-def _ping(_: int) -> int:
-    return 0
-
-
-def worker_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The network's weights as the worker processes receive them (CPU tensors, no autograd)."""
-    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-
-
-def _worker_model(state: dict, size: int) -> torch.nn.Module:
-    model = mini_gonet(size)  # the mini scale's workers (the reference plays in the run's process)
-    model.load_state_dict(state)
-    return model.eval()
-
-
-def _match_worker(job: tuple) -> arena.ArenaResult:
-    state, size, komi, games, cfg, opponent, opening_moves, first_opening = job
-    return arena.play_match(
-        mcts.network_evaluator(_worker_model(state, size)),
-        games=games,
-        size=size,
-        komi=komi,
-        cfg=cfg,
-        opponent=opponent,
-        opening_moves=opening_moves,
-        first_opening=first_opening,
-    )
-
-
-def _self_play_worker(job: tuple) -> mcts.Games:
-    state, size, komi, games, cfg, seed, temperature_moves = job
-    torch.manual_seed(seed)
-    return mcts.self_play(
-        mcts.network_evaluator(_worker_model(state, size)),
-        games=games,
-        size=size,
-        komi=komi,
-        cfg=cfg,
-        seed=seed,
-        temperature_moves=temperature_moves,
-    )
