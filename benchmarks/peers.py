@@ -266,7 +266,7 @@ class HuggingFaceBert(nn.Module):
 
         from trainperf.workloads.bert.workload import FLAVOURS
 
-        c = FLAVOURS["mini"]
+        c = FLAVOURS["mini"].model
         self.hf = transformers.BertForPreTraining(
             transformers.BertConfig(
                 vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_layers,

@@ -3,8 +3,9 @@ reads named fields of what it found, instead of comparing the scale's name (``if
 
 The rule, applied to every ``.py`` file under ``trainperf/workloads/`` (parsed with :mod:`ast`): no comparison
 (``==``, ``!=``, ``in``, ``not in``, ``is``, ``is not``) and no ``match`` has a ``scale`` (a name or an attribute,
-``spec.scale``, ``self.spec.scale``) as an operand. The few left are listed in ``ALLOWED`` with their count and
-why; the list can only shrink: a new comparison fails, and so does a removed one until its entry is updated.
+``spec.scale``, ``self.spec.scale``) as an operand. None is left; one that had to stay would be listed in
+``ALLOWED`` with its count and why, and the list can only shrink: a new comparison fails, and so does a removed
+one until its entry is updated.
 """
 
 from __future__ import annotations
@@ -16,12 +17,7 @@ from trainperf import registry
 
 WORKLOADS = Path(registry.__file__).resolve().parent / "workloads"
 # File (relative to trainperf/workloads/) -> comparisons of the scale left in it.
-ALLOWED = {
-    # `mini` (the data source: the mini files or the reference's shards) and the GPU's synthetic shape. Its
-    # FLAVOURS table holds model configs that benchmarks/peers.py reads as such; a Flavour with a model field,
-    # as dlrm's and rnnt's, would move that reader too.
-    "bert/workload.py": 2,
-}
+ALLOWED: dict[str, int] = {}
 _OPS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
 
 

@@ -33,7 +33,7 @@ def test_bert_large_has_the_reference_size_and_tensor_names():
 
 
 def test_mini_model_size():
-    assert count_parameters(BertForPreTraining(FLAVOURS["mini"])) == 1_495_554
+    assert count_parameters(BertForPreTraining(FLAVOURS["mini"].model)) == 1_495_554
 
 
 # Hugging Face's names of the two GELU forms: "gelu_new" is the tanh form (the reference's), "gelu" the exact one.

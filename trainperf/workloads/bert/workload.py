@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,24 +16,40 @@ from trainperf.spec import TorchState, Workload
 from trainperf.workloads.bert import data, mini, reference
 from trainperf.workloads.bert.model import BERT_LARGE, BertConfig, BertForPreTraining, pretraining_loss, tf_name
 
-# The GELU's form comes from the recipe (__init__.py).
+
+@dataclass(frozen=True)
+class Flavour:
+    """What a scale fixes beyond the recipe: the network, where its examples come from, and a dry run's batch."""
+
+    model: BertConfig  # the GELU's form comes from the recipe (__init__.py)
+    # True: the mini files trainperf prepares (train and eval HDF5, verified, held in memory); False: the
+    # reference's shards and its starting checkpoint, with the reference's tensor names.
+    mini_files: bool
+    # A dry run's synthetic batch (sequence length, predictions): the reference layout at a CPU-sized sequence on
+    # a CPU; ``gpu_synthetic_shape`` where a GPU must use another (None: the same).
+    synthetic_shape: tuple[int, int]
+    gpu_synthetic_shape: tuple[int, int] | None = None
+
+
 FLAVOURS = {
-    "reference": BERT_LARGE,
-    # Dropout off: a model trained from scratch for two minutes is far from overfitting 125,000 examples.
-    "mini": BertConfig(
-        vocab_size=mini.VOCAB_SIZE,
-        hidden_size=128,
-        num_layers=2,
-        num_heads=2,
-        intermediate_size=512,
-        max_position_embeddings=mini.MASKING.max_seq_length,
-        dropout=0.0,
+    # On a GPU a dry run uses the reference's own 512 tokens and 76 predictions (what a throughput measurement
+    # there must use); the model is full size.
+    "reference": Flavour(model=BERT_LARGE, mini_files=False, synthetic_shape=(128, 20), gpu_synthetic_shape=(512, 76)),
+    "mini": Flavour(
+        # Dropout off: a model trained from scratch for two minutes is far from overfitting 125,000 examples.
+        model=BertConfig(
+            vocab_size=mini.VOCAB_SIZE,
+            hidden_size=128,
+            num_layers=2,
+            num_heads=2,
+            intermediate_size=512,
+            max_position_embeddings=mini.MASKING.max_seq_length,
+            dropout=0.0,
+        ),
+        mini_files=True,
+        synthetic_shape=(mini.MASKING.max_seq_length, mini.MASKING.max_predictions),
     ),
 }
-# A dry run's synthetic batch: the reference layout at a CPU-sized sequence on a CPU, at the reference's own
-# 512 tokens and 76 predictions on a GPU (what a throughput measurement there must use); the model is full size.
-SYNTHETIC_SHAPE = {"reference": (128, 20), "mini": (mini.MASKING.max_seq_length, mini.MASKING.max_predictions)}
-REFERENCE_GPU_SHAPE = (512, 76)
 EVAL_BATCH = 500
 GELU_FORMS = ("tanh", "none")  # the recipe's model_gelu_approximate: the reference's, exact erf
 
@@ -52,14 +69,15 @@ class BertWorkload(Workload):
                 f"bert: model_gelu_approximate {gelu!r} is not one of {', '.join(map(repr, GELU_FORMS))} "
                 "(torch's F.gelu approximate: 'tanh' is the reference's)"
             )
-        self.model_config = dataclasses.replace(FLAVOURS[self.spec.scale], gelu_approximate=gelu)
+        self.flavour = FLAVOURS[self.spec.scale]
+        self.model_config = dataclasses.replace(self.flavour.model, gelu_approximate=gelu)
         self.train: data.Examples | None = None
         self.eval: data.Examples | None = None
         self.shards: reference.Shards | None = None
 
     @property
     def mini(self) -> bool:
-        return self.spec.scale == "mini"
+        return self.flavour.mini_files
 
     # --- files ---------------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -128,9 +146,9 @@ class BertWorkload(Workload):
     # --- training data ---------------------------------------------------------------------------------
     def synthetic_batch(self) -> dict[str, torch.Tensor]:
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
-        shape = SYNTHETIC_SHAPE[self.spec.scale]
-        if self.spec.scale == "reference" and self.device.type == "cuda":
-            shape = REFERENCE_GPU_SHAPE
+        shape = self.flavour.synthetic_shape
+        if self.device.type == "cuda" and self.flavour.gpu_synthetic_shape is not None:
+            shape = self.flavour.gpu_synthetic_shape
         n, (seq, npred) = self.local_batch_size, shape
         vocab = self.model_config.vocab_size
         positions = torch.stack([torch.randperm(seq - 1, generator=g)[:npred] + 1 for _ in range(n)]).sort(1).values
