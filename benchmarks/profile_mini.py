@@ -3,8 +3,8 @@
     python benchmarks/profile_mini.py maskrcnn --steps 30
     python benchmarks/profile_mini.py ssd --log /tmp/ssd-run/results/.../result_0.txt
 
-Any benchmark with a mini scale, through the workload contract alone (``trainperf.spec.Workload``), under
-the workload's own torch settings: ``prepare``, ``build_model``, ``parallelize``, then the timed part of a
+Any benchmark with a mini scale, through the workload contract alone (``trainperf.contract.workload.Workload``),
+under the workload's own torch settings: ``prepare``, ``build_model``, ``parallelize``, then the timed part of a
 run, ``load_data`` and ``build_optimizer``, then ``--steps`` optimizer steps, each split into the time to
 get its batch from ``train_batches`` (the data pipeline), the forward pass (``loss``), the backward pass
 and the optimizer with its scheduler (as the harness's ``Stepper`` does them, fp32, no accumulation), and

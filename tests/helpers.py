@@ -8,8 +8,9 @@ from typing import Any
 
 import torch
 
+from trainperf.contract.workload import Workload
 from trainperf.results import read_mllog
-from trainperf.spec import Benchmark, BenchmarkSpec, Recipe, Workload
+from trainperf.spec import Benchmark, BenchmarkSpec, Recipe
 
 FAKE_SPEC = BenchmarkSpec(
     key="resnet",

@@ -15,7 +15,8 @@ from trainperf.errors import NotAvailableError, UsageError
 from trainperf.spec import SCALES, Benchmark
 
 if TYPE_CHECKING:
-    from trainperf.spec import BenchmarkSpec, Recipe, Workload
+    from trainperf.contract.workload import Workload
+    from trainperf.spec import BenchmarkSpec, Recipe
 
 # MLPerf Training v2.0's benchmark keys, in MLPerf's order.
 BENCHMARKS: tuple[str, ...] = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo")

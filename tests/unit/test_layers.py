@@ -4,7 +4,8 @@ From the bottom:
 
 0. foundation: the errors, file writing, default paths, safe text, seeds, ``dist``, the confined-tool runner,
    node options, tensor-only checkpoints and the manifest check (``data.verified``)
-1. contract: ``spec.py`` and ``contract/`` (the switches and the closed-rule value types as data); torch-free
+1. contract: ``spec.py`` and ``contract/`` (the Workload ABC, the switches and the closed-rule value types as data);
+   torch-free
 2. workloads: every benchmark's facts (``__init__.py``) and its workload code
 3. registry: the list of keys, and ``data.prepare``, which orders the mini datasets the registry declares
 4. records: results, scoring, the system description, rules, the published history and the scaling model

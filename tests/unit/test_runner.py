@@ -12,6 +12,7 @@ import torch
 from helpers import FAKE_BENCHMARK, FAKE_SPEC, FakeRecipe, FakeWorkload, first, keys_in
 
 from trainperf import registry
+from trainperf.contract.workload import TorchState
 from trainperf.dist import DistContext
 from trainperf.errors import ResultsError, RuleError, RunFailed, RunInterrupted, UsageError
 from trainperf.harness.mllog import RunLog
@@ -19,7 +20,7 @@ from trainperf.harness.runner import Submission, execute_run
 from trainperf.harness.suite import SuiteOptions, run_suite
 from trainperf.harness.torch_state import GlobalTorchState
 from trainperf.results import read_mllog
-from trainperf.spec import RunConfig, TorchState
+from trainperf.spec import RunConfig
 
 SUB = Submission(org="test-org", platform="test-system", status="onprem")
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import torch
 
 from trainperf import registry
+from trainperf.contract.workload import Workload
 from trainperf.dist import DistContext
 from trainperf.harness.runner import RunObserver, check_batch, dry_run_recipe
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
-from trainperf.spec import RunConfig, Workload
+from trainperf.spec import RunConfig
 
 
 def dry_workload(key: str, scale: str, tmp_path, seed: int = 3) -> Workload:

@@ -1,5 +1,6 @@
-"""The plain data of the contract beside ``spec.py``: the optimization switches and the closed-rule value types.
+"""The contract beside ``spec.py``: the Workload ABC (``workload.py``), and as plain data the optimization switches
+and the closed-rule value types.
 
-Torch-free, and importing nothing of trainperf's but the errors, so that the facts of every benchmark and the
-harness can both rest on it.
+Torch-free (``workload.py`` imports torch only in its methods) and resting on nothing of trainperf's but the
+foundation and ``spec.py``, so that the facts of every benchmark and the harness can both rest on it.
 """

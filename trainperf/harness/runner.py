@@ -35,6 +35,7 @@ import trainperf
 from trainperf import dist as dist_mod
 from trainperf import nodes, seeds
 from trainperf.contract import switches as switch_keys
+from trainperf.contract.workload import Workload
 from trainperf.dist import DistContext
 from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
 from trainperf.harness import clock, node_energy, skew
@@ -45,7 +46,7 @@ from trainperf.harness.mllog import RunLog, constants, mlperf_division
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
 from trainperf.harness.torch_state import torch_state
-from trainperf.spec import GENERATIONS, BenchmarkSpec, Recipe, RunConfig, Workload
+from trainperf.spec import GENERATIONS, BenchmarkSpec, Recipe, RunConfig
 
 DRY_RUN_STEPS = 3  # a dry run checks the whole path at full size, not convergence
 EVAL_DETAILS = "trainperf_eval_details"  # the fields of an evaluation beside the metric, one event per evaluation

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainperf.spec import EPOCHS, GENERATIONS, SAMPLES, BenchmarkSpec, Workload
+from trainperf.contract.workload import Workload
+from trainperf.spec import EPOCHS, GENERATIONS, SAMPLES, BenchmarkSpec
 
 
 @dataclass(frozen=True)

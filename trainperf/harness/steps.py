@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
+from trainperf.contract.workload import Workload
 from trainperf.harness.mllog import RunLog, constants
 from trainperf.harness.precision import FP32, Precision
 from trainperf.harness.schedule import Schedule
-from trainperf.spec import Workload
 
 LOSS_EVERY = 10  # optimizer steps between two reads of the loss
 

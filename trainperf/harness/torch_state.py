@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trainperf.spec import TorchState
+from trainperf.contract.workload import TorchState
 
 
 @dataclass(frozen=True)

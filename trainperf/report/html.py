@@ -1,7 +1,7 @@
 """The one-file HTML report (inline CSS, charts as base64 PNG data URIs, no external URL) and a Markdown table.
 
-Every string that came from a result or system file is HTML-escaped; charts are drawn with matplotlib's
-Agg canvas (imported only when a report is rendered) with math-text parsing off, so a system name is
+Every string that came from a result or system file is HTML-escaped; the charts (``charts.py``) are drawn with
+matplotlib's Agg canvas (imported only when a report is rendered) with math-text parsing off, so a system name is
 drawn as written.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
-import io
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,10 +17,9 @@ from pathlib import Path
 from trainperf.errors import ResultsError, TrainperfError, UsageError
 from trainperf.fileio import atomic_write_text, refuse_unsafe_output
 from trainperf.registry import BENCHMARKS
+from trainperf.report.charts import Group, convergence_chart, spread_chart, strip_chart, time_to_train_chart
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect, result_roots
-from trainperf.report.figures import matplotlib_parts
 
-Group = tuple[str, str, list[tuple[int, SystemResults, BenchmarkResults]]]  # benchmark, scale, (color, sys, res)
 _PNG = b"\x89PNG\r\n\x1a\n"
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#222;
@@ -65,126 +63,6 @@ def _check_price(price_per_hour: float | None) -> None:
         raise UsageError(f"--price-per-hour must be a non-negative number, got {price_per_hour}")
 
 
-# --- charts -----------------------------------------------------------------------------------------
-def _png(fig, canvas_cls) -> str:
-    buf = io.BytesIO()
-    canvas_cls(fig).print_png(buf)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _grid(groups: list[Group], draw_one, *, panel_h: float = 2.2, ncols: int = 4) -> str:
-    """Small multiples: one panel per (benchmark, scale), ``ncols`` to a row, drawn by ``draw_one(ax, cmap, g)``."""
-    matplotlib, Figure, Canvas = matplotlib_parts()
-    ncols = max(1, min(ncols, len(groups)))
-    nrows = math.ceil(len(groups) / ncols)
-    with matplotlib.rc_context({"text.parse_math": False, "font.size": 8}):
-        fig = Figure(figsize=(10.5, 0.4 + panel_h * nrows), dpi=96, layout="constrained")
-        axes = fig.subplots(nrows, ncols, squeeze=False)
-        for k, ax in enumerate(axes.flat):
-            if k >= len(groups):
-                ax.set_visible(False)
-                continue
-            draw_one(ax, matplotlib.colormaps["tab10"], groups[k])
-            ax.set_title(f"{groups[k][0]} ({groups[k][1]})", fontsize=9)
-        return _png(fig, Canvas)
-
-
-def _log_x(ax) -> None:
-    """A log x axis with plain numbers (math text is off, so matplotlib's 10^k labels would print as TeX)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-
-
-def _time_to_train_chart(groups: list[Group]) -> str:
-    """One figure for the whole report: a row per (benchmark, scale), a bar per system (its color everywhere),
-    on a log scale when the scores span more than a factor of 20."""
-    matplotlib, Figure, Canvas = matplotlib_parts()
-    systems = {s.label: color for _, _, items in groups for color, s, _ in items}
-    rows = sum(len(items) for _, _, items in groups)
-    with matplotlib.rc_context({"text.parse_math": False, "font.size": 9}):
-        fig = Figure(figsize=(10.5, 1.2 + 0.28 * rows + 0.15 * len(groups)), dpi=96, layout="constrained")
-        ax = fig.add_subplot()
-        cmap = matplotlib.colormaps["tab10"]
-        y, ticks, labels, scores = 0.0, [], [], []
-        for bench, scale, items in groups:
-            ticks.append(y + (len(items) - 1) / 2)
-            labels.append(f"{bench} ({scale})")
-            for color, _, b in items:
-                m = b.score.minutes
-                if m is None:
-                    ax.text(0.01, y, "no score", va="center", color="#cf222e", transform=ax.get_yaxis_transform())
-                else:
-                    ax.barh(y, m, color=cmap(color % 10), hatch=None if b.score.valid else "//", edgecolor="#333")
-                    ax.text(m, y, f" {m:.3g}", va="center", fontsize=8)
-                    scores.append(m)
-                y += 1
-            y += 0.6
-        ax.set_yticks(ticks, labels)
-        ax.invert_yaxis()
-        if scores and max(scores) / min(scores) > 20:
-            _log_x(ax)
-        ax.set_xlabel("minutes to train (olympic score; hatched: preview)")
-        ax.margins(x=0.12)
-        handles = [matplotlib.patches.Patch(color=cmap(c % 10), label=name) for name, c in systems.items()]
-        if len(handles) > 1:
-            ax.legend(handles=handles, loc="best", fontsize=8)
-        return _png(fig, Canvas)
-
-
-def _spread_panel(ax, cmap, group: Group) -> None:
-    _, _, items = group
-    for y, (color, _, b) in enumerate(items):
-        ok = [r.minutes for r in b.runs if r.success]
-        if len(ok) >= 2:
-            try:
-                ax.boxplot(ok, positions=[y], orientation="horizontal", widths=0.5, showfliers=False)
-            except TypeError:  # matplotlib < 3.10 names it vert=False
-                ax.boxplot(ok, positions=[y], vert=False, widths=0.5, showfliers=False)
-        for i, r in enumerate(b.runs):
-            dy = ((i % 5) - 2) * 0.07  # a fixed jitter so that equal times stay visible
-            if r.success:
-                ax.plot(r.minutes, y + dy, "o", color=cmap(color % 10), alpha=0.85, markersize=4)
-            else:
-                ax.plot(r.minutes, y + dy, "x", color="#cf222e", markersize=6)
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-    ax.set_yticks([])  # a row per system, in its color (named in the time-to-train chart's legend)
-    ax.set_ylim(len(items) - 0.5, -0.5)
-    ax.xaxis.set_major_locator(MaxNLocator(4))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.5g}"))  # 3.3030, not 3.30300 and an offset
-    ax.set_xlabel("minutes per run")
-
-
-def _convergence_panel(ax, cmap, group: Group) -> None:
-    _, _, items = group
-    for color, _, b in items:
-        for r in b.runs:
-            if r.curve:
-                xs, _, qs = zip(*r.curve, strict=True)
-                ax.plot(xs, qs, "-" if r.success else ":", marker=".", markersize=3, color=cmap(color % 10), alpha=0.8)
-    target = next((b for _, _, b in items if b.target is not None), None)
-    if target is not None:
-        ax.axhline(target.target, color="#cf222e", linestyle="--", linewidth=1)
-        top = max((q for _, _, b in items for r in b.runs for _, _, q in r.curve if math.isfinite(q)), default=0.0)
-        if target.target < 1 < top:  # a rate such as WER starts far above 1 before it learns: show 0-1
-            ax.set_ylim(bottom=0.0, top=1.0)
-    if not any(r.curve for _, _, b in items for r in b.runs):
-        ax.text(0.5, 0.5, "no evaluation logged", transform=ax.transAxes, ha="center", color="#555")
-    ax.set_xlabel("minutes since run_start")
-
-
-def _spread_chart(groups: list[Group]) -> str:
-    return _grid(groups, _spread_panel, panel_h=max(1.6, 0.9 + 0.3 * max(len(g[2]) for g in groups)))
-
-
-def _convergence_chart(groups: list[Group]) -> str:
-    return _grid(groups, _convergence_panel)
-
-
 def _placement(pairs: list[tuple[SystemResults, BenchmarkResults]], history_round: str | None) -> str:
     """Each reference-scale score placed among the published closed results of its benchmark (``history_round``,
     or the benchmark's latest round): its rank, and one strip chart per benchmark with the published scores."""
@@ -215,26 +93,10 @@ def _placement(pairs: list[tuple[SystemResults, BenchmarkResults]], history_roun
         strips.append((f"{b.benchmark} {p.round}\n{s.label[:24]}", pool, b.score.minutes))
     body = _table(["system", "benchmark", "score (min)", "round", "rank", "among the published"], rows, (2,))
     if strips:
-        body += f'<figure><img src="{_strip_chart(strips)}" alt="scores among the published results"><figcaption>'
+        body += f'<figure><img src="{strip_chart(strips)}" alt="scores among the published results"><figcaption>'
         body += "each published closed result of the round (grey) and this report's score (red), log scale"
         body += "</figcaption></figure>"
     return body
-
-
-def _strip_chart(strips: list[tuple[str, list[float], float]]) -> str:
-    """A row per placed score: the published scores of its round as grey dots, the score as a red diamond."""
-    matplotlib, Figure, Canvas = matplotlib_parts()
-    with matplotlib.rc_context({"text.parse_math": False, "font.size": 8}):
-        fig = Figure(figsize=(10.5, 0.8 + 0.45 * len(strips)), dpi=96, layout="constrained")
-        ax = fig.add_subplot()
-        for y, (_, pool, mine) in enumerate(strips):
-            ax.plot(pool, [y] * len(pool), "o", color="#888", alpha=0.5, markersize=4)
-            ax.plot([mine], [y], "D", color="#cf222e", markersize=7)
-        ax.set_yticks(range(len(strips)), [label for label, _, _ in strips])
-        ax.set_ylim(len(strips) - 0.5, -0.5)
-        _log_x(ax)
-        ax.set_xlabel("minutes to train (published closed results, log scale)")
-        return _png(fig, Canvas)
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
@@ -309,7 +171,37 @@ def render_html(
     groups = _groups(systems)
     pairs = [(s, b) for _, _, items in groups for _, s, b in items]
     sec: list[tuple[str, str, str]] = []  # id, title, body
+    sec.append(("summary", "Summary", _summary(pairs)))
+    sec.extend(_charts(groups, pairs))
+    if len(systems) == 2:
+        body = _comparison(*systems)
+        if body:
+            sec.append(("compare", f"{_e(systems[0].label)} against {_e(systems[1].label)}", body))
+    placed = _placement(pairs, history_round)
+    if placed:
+        sec.append(("published", "Among the published results", placed))
+    if any(s.processors != 1 for s in systems):  # on one processor each it repeats the summary's scores
+        sec.append(("per-accelerator", "Per-accelerator time", _per_accelerator(pairs)))
+    if price_per_hour is not None:
+        sec.append(("cost", "Cost to train", _cost(pairs, price_per_hour)))
+    sec.append(("energy", "Energy to train", _energy_section(pairs)))
+    if ablations:
+        from trainperf.report.ablation import html_section
 
+        sec.append(("ablation", "Optimization switches", html_section(ablations)))
+    if history_png is not None:
+        img = "data:image/png;base64," + base64.b64encode(history_png).decode("ascii")
+        sec.append(
+            ("history", "Published MLPerf history", f'<figure><img src="{img}" alt="published history"></figure>')
+        )
+    sec.append(("systems", "Systems", _systems_table(systems)))
+    return _document(sec, len(systems), len(groups))
+
+
+Pairs = list[tuple[SystemResults, BenchmarkResults]]
+
+
+def _summary(pairs: Pairs) -> str:
     rows = [
         [
             _e(s.label), _e(b.benchmark), _e(b.scale), f"{b.score.successes}/{b.score.runs}",
@@ -319,18 +211,19 @@ def render_html(
         for s, b in pairs
     ]  # fmt: skip
     head = ["system", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target", "note"]
-    sec.append(("summary", "Summary", _table(head, rows, (3, 4, 5))))
-    sec.append(("time-to-train", "Time to train", _figure(_time_to_train_chart(groups), "time to train", _TTT)))
+    return _table(head, rows, (3, 4, 5))
+
+
+def _charts(groups: list[Group], pairs: Pairs) -> list[tuple[str, str, str]]:
+    """The time-to-train, run-spread and convergence sections (id, title, body)."""
+    sec = [("time-to-train", "Time to train", _figure(time_to_train_chart(groups), "time to train", _TTT))]
     if any(len(b.runs) > 1 for _, b in pairs):  # one run each has no spread to draw (a one-run suite)
-        sec.append(("spread", "Run spread", _figure(_spread_chart(groups), "run spread", _SPREAD)))
-    sec.append(("convergence", "Convergence", _figure(_convergence_chart(groups), "convergence", _CONVERGENCE)))
-    if len(systems) == 2:
-        body = _comparison(*systems)
-        if body:
-            sec.append(("compare", f"{_e(systems[0].label)} against {_e(systems[1].label)}", body))
-    placed = _placement(pairs, history_round)
-    if placed:
-        sec.append(("published", "Among the published results", placed))
+        sec.append(("spread", "Run spread", _figure(spread_chart(groups), "run spread", _SPREAD)))
+    sec.append(("convergence", "Convergence", _figure(convergence_chart(groups), "convergence", _CONVERGENCE)))
+    return sec
+
+
+def _per_accelerator(pairs: Pairs) -> str:
     rows = [
         [
             _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
@@ -341,46 +234,40 @@ def render_html(
         for s, b in pairs
     ]  # fmt: skip
     body = _table(["system", "benchmark", "score (min)", "processors", "per-accelerator time (min)"], rows, (2, 4))
-    body += '<p class="note">Score minutes × accelerators; a CPU-only host counts as 1 processor.</p>'
-    if any(s.processors != 1 for s in systems):  # on one processor each it repeats the summary's scores
-        sec.append(("per-accelerator", "Per-accelerator time", body))
-    if price_per_hour is not None:
-        rows = [
-            [
-                _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
-                "–" if b.score.minutes is None else f"{b.score.minutes / 60 * price_per_hour:.4g}",
-                f"{sum(r.minutes for r in b.runs) / 60 * price_per_hour:.4g}",
-            ]
-            for s, b in pairs
-        ]  # fmt: skip
-        body = _table(["system", "benchmark", "score (min)", "cost to train", "cost of all runs"], rows, (2, 3, 4))
-        body += f'<p class="note">Minutes / 60 × {price_per_hour:g} per system-hour (one price for every system).</p>'
-        sec.append(("cost", "Cost to train", body))
+    return body + '<p class="note">Score minutes × accelerators; a CPU-only host counts as 1 processor.</p>'
+
+
+def _cost(pairs: Pairs, price_per_hour: float) -> str:
+    rows = [
+        [
+            _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
+            "–" if b.score.minutes is None else f"{b.score.minutes / 60 * price_per_hour:.4g}",
+            f"{sum(r.minutes for r in b.runs) / 60 * price_per_hour:.4g}",
+        ]
+        for s, b in pairs
+    ]  # fmt: skip
+    body = _table(["system", "benchmark", "score (min)", "cost to train", "cost of all runs"], rows, (2, 3, 4))
+    return body + f'<p class="note">Minutes / 60 × {price_per_hour:g} per system-hour (one price for every system).</p>'
+
+
+def _energy_section(pairs: Pairs) -> str:
     runs = [(s, b, r) for s, b in pairs for r in b.runs]
-    if any(r.energy_joules is not None for _, _, r in runs):
-        rows = [
-            [
-                _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _e(r.path.name), _e(r.counted_status), _min(r.minutes),
-                _energy(r.energy_joules) if r.energy_joules is not None else "not measured", _e(r.energy_note),
-            ]
-            for s, b, r in runs
-        ]  # fmt: skip
-        body = _table(["system", "benchmark", "run", "status", "minutes", "energy to train", "how"], rows, (4, 5))
-    else:
-        body = (
+    if not any(r.energy_joules is not None for _, _, r in runs):
+        return (
             "<p>Energy to train: <strong>not measured</strong>. No run record carries an energy reading "
             "(trainperf measures it with RAPL and NVML where the machine allows).</p>"
         )
-    sec.append(("energy", "Energy to train", body))
-    if ablations:
-        from trainperf.report.ablation import html_section
+    rows = [
+        [
+            _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _e(r.path.name), _e(r.counted_status), _min(r.minutes),
+            _energy(r.energy_joules) if r.energy_joules is not None else "not measured", _e(r.energy_note),
+        ]
+        for s, b, r in runs
+    ]  # fmt: skip
+    return _table(["system", "benchmark", "run", "status", "minutes", "energy to train", "how"], rows, (4, 5))
 
-        sec.append(("ablation", "Optimization switches", html_section(ablations)))
-    if history_png is not None:
-        img = "data:image/png;base64," + base64.b64encode(history_png).decode("ascii")
-        sec.append(
-            ("history", "Published MLPerf history", f'<figure><img src="{img}" alt="published history"></figure>')
-        )
+
+def _systems_table(systems: list[SystemResults]) -> str:
     rows = [
         [
             _e(s.label), _e(s.source), str(s.nodes), str(s.accelerators), _e(s.accelerator_model),
@@ -389,8 +276,11 @@ def render_html(
         for s in systems
     ]  # fmt: skip
     head = ["system", "from", "nodes", "accelerators", "accelerator", "host processor", "notes"]
-    sec.append(("systems", "Systems", _table(head, rows, (2, 3))))
+    return _table(head, rows, (2, 3))
 
+
+def _document(sec: list[tuple[str, str, str]], n_systems: int, n_groups: int) -> str:
+    """The page around the sections (id, title, body): the header, the stamp, a link to each section."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     nav = " ".join(f'<a href="#{i}">{t}</a>' for i, t, _ in sec)
     sections = "\n".join(f'<section id="{i}"><h2>{t}</h2>\n{b}\n</section>' for i, t, b in sec)
@@ -398,7 +288,7 @@ def render_html(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>trainperf report</title><style>{_CSS}</style></head><body>\n"
-        f'<h1>trainperf report</h1><p class="meta">{len(systems)} system(s), {len(groups)} benchmark(s); '
+        f'<h1>trainperf report</h1><p class="meta">{n_systems} system(s), {n_groups} benchmark(s); '
         f"made {stamp} by trainperf {_version()}. A score is the olympic mean of the runs' minutes "
         "(MLPerf Training v2.0 rules); with more runs than the rules require, that of the median window of "
         "consecutive runs (by start time); fewer runs make a preview. A run counts as a success only when "

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from trainperf import seeds
+from trainperf.contract.workload import TorchState, Workload
 from trainperf.errors import DataError, UsageError
-from trainperf.spec import TorchState, Workload
 from trainperf.workloads.bert import data, mini, reference
 from trainperf.workloads.bert.model import BERT_LARGE, BertConfig, BertForPreTraining, pretraining_loss, tf_name
 

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from trainperf import seeds
+from trainperf.contract.workload import Workload
 from trainperf.errors import DataError, UsageError
-from trainperf.spec import Workload
 from trainperf.workloads.dlrm import data, generator, preprocess
 from trainperf.workloads.dlrm.model import DLRM, DLRMConfig, layer_names
 

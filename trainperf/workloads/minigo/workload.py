@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 
 from trainperf import seeds
+from trainperf.contract.workload import Workload
 from trainperf.errors import UsageError
-from trainperf.spec import BenchmarkSpec, Recipe, RunConfig, Workload
+from trainperf.spec import BenchmarkSpec, Recipe, RunConfig
 from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, bootstrap, mcts, workers
 from trainperf.workloads.minigo import reference_search as ref
 from trainperf.workloads.minigo.data import TARGET_FILE

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from trainperf import seeds
+from trainperf.contract.workload import Workload
 from trainperf.errors import DataError, UsageError
-from trainperf.spec import Workload
 from trainperf.workloads.common.schedules import adamw_one_cycle, poly_warmup
 from trainperf.workloads.resnet import data, gpu_decode, mini_data
 from trainperf.workloads.resnet.model import MiniResNet, reference_resnet50

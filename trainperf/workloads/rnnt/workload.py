@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from trainperf import seeds
+from trainperf.contract.workload import Workload
 from trainperf.errors import DataError, UsageError
-from trainperf.spec import Workload
 from trainperf.workloads.rnnt import data, generator
 from trainperf.workloads.rnnt.model import RNNT, RNNTConfig, greedy_decode
 from trainperf.workloads.rnnt.transducer import transducer_loss

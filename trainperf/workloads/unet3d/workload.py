@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from trainperf import seeds
+from trainperf.contract.workload import Workload
 from trainperf.errors import DataError, UsageError
-from trainperf.spec import Workload
 from trainperf.workloads.unet3d import data, generator
 from trainperf.workloads.unet3d.evaluation import dice_scores, sliding_window
 from trainperf.workloads.unet3d.model import UNet3D, reference_tensor_names

@@ -18,8 +18,8 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from trainperf import seeds
+from trainperf.contract.workload import Workload
 from trainperf.errors import DataError
-from trainperf.spec import Workload
 from trainperf.workloads.common.detection import coco, models, scenes
 
 MINI_CLASSES = len(scenes.CATEGORY_NAMES)
