@@ -132,9 +132,9 @@ def review(
     ``ruleset`` (``1.1.0``, ``v1.1``) is the MLPerf Training round whose rules and official tools judge it; by
     default the package's own (:func:`trainperf.rules.rulesets.package_ruleset`: v2.0 for trainperf's packages).
 
-    ``jobs`` official-tool processes run at once (the package checker, the summarizer, the RCP checks and each
-    result file's compliance check are independent); the findings are gathered in the same order whatever
-    ``jobs`` is. ``progress(done, total)`` is called as the tools finish.
+    ``jobs`` official-tool processes run at once (four, each for the whole package: the package checker, the
+    summarizer, the compliance checks of every result file, the RCP checks of every benchmark); the findings are
+    gathered in the same order whatever ``jobs`` is. ``progress(done, total)`` is called as the tools finish.
     """
     org_dir = find_org_dir(Path(package_dir))
     org = org_dir.name
