@@ -169,6 +169,9 @@ def official_tools_replaced(calls: list[str]):
             ran=official.ToolRun(tool="rcp_checker", rc=0, out="", err=""), passed=True, message="RCP found"
         )
 
+    def rcp_checkers(jobs: list, workdir: Path, writes: Path, ruleset: str = "2.0.0") -> list[official.RcpCheck]:
+        return [rcp_checker(job.benchmark_dir, job.workdir, custom_rcps=job.custom_rcps) for job in jobs]
+
     def summarizer(org_dir: Path, workdir: Path, benchmarks: list[str], ruleset: str = "2.0.0") -> official.Summary:
         assert_safe_for_the_tools(org_dir)
         calls.append("result_summarizer")
@@ -186,6 +189,7 @@ def official_tools_replaced(calls: list[str]):
         mock.patch.object(compliance, "_run_batch", batch),
         mock.patch.object(official, "run_package_checker", package_checker),
         mock.patch.object(official, "run_rcp_checker", rcp_checker),
+        mock.patch.object(official, "run_rcp_checkers", rcp_checkers),
         mock.patch.object(official, "run_result_summarizer", summarizer),
     ):
         yield

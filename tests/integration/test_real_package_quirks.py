@@ -271,14 +271,25 @@ def test_a_traceback_the_tool_went_on_from_is_not_a_crash():
 
 
 def _rcp_check(bench, copy, work, layout):
-    """Review's step (d) alone: the RCP checker's run(s) started, then their findings taken."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Review's step (d) alone: the RCP checker's run(s) made (each job of a batch by ``run_rcp_checker``, which the
+    tests replace), then their findings taken."""
+    from unittest import mock
 
+    from trainperf.submission import official
     from trainperf.submission import review as review_module
 
-    with ThreadPoolExecutor(1) as pool:
-        started = review_module._start_rcp(bench, copy, work, review_module._Tasks(pool, None))
-        review_module._check_rcp(bench, layout, {}, [], started)
+    def each(jobs, workdir, writes, ruleset="2.0.0"):
+        return [
+            official.run_rcp_checker(
+                j.benchmark_dir, j.workdir, custom_rcps=j.custom_rcps, samples_flag=j.samples_flag, ruleset=ruleset
+            )
+            for j in jobs
+        ]
+
+    key = (bench.system, bench.benchmark)
+    with mock.patch.object(official, "run_rcp_checkers", each):
+        ran = review_module._run_rcps({key: review_module._plan_rcp(bench, copy, work)}, copy, work, bench.ruleset)
+    review_module._check_rcp(bench, layout, {}, [], ran[key])
 
 
 def test_bert_samples_given_in_train_samples_are_counted_so_when_epoch_num_fails(monkeypatch, tmp_path):
@@ -354,3 +365,32 @@ def test_the_installed_checkers_not_accepted_folder_is_a_warning_where_v1_1_only
     bench = _Bench(system=SYSTEM, benchmark="resnet", problems=[refused], ruleset="1.1.0")
     _round_compliance(bench, ["result_0.txt", "result_1.txt", "result_2.txt"], dropped=1)  # two fail otherwise
     assert bench.problems == [refused]
+
+
+def test_the_rcp_checks_of_a_package_in_one_process_say_what_one_process_per_folder_says(tmp_path):
+    """review runs the rcp_checker once for all the package's benchmark folders: each folder's verdict, numbers
+    and log are those of ``python -m mlperf_logging.rcp_checker`` on it alone, a crash included (a folder without
+    result files), and the batch goes on after it."""
+    from trainperf.submission import official
+    from trainperf.submission.package import mini_rcp_path
+
+    org = make_package(tmp_path / "pkg")
+    folder = org / "results" / SYSTEM / "resnet"
+    empty = org / "results" / SYSTEM / "bert"
+    empty.mkdir()
+    jobs = [
+        official.RcpJob(folder, tmp_path / "a", custom_rcps=mini_rcp_path("resnet")),
+        official.RcpJob(empty, tmp_path / "b"),
+        official.RcpJob(folder, tmp_path / "c"),
+    ]
+    batch = official.run_rcp_checkers(jobs, tmp_path / "batch", org)
+    alone = [official.run_rcp_checker(j.benchmark_dir, j.workdir, custom_rcps=j.custom_rcps) for j in jobs]
+    assert batch[1].ran.crashed and alone[1].ran.crashed
+    for one, each in zip(batch, alone, strict=True):
+        assert (one.passed, one.message, one.submission_epochs, one.min_epochs) == (
+            each.passed,
+            each.message,
+            each.submission_epochs,
+            each.min_epochs,
+        )
+        assert (one.ran.rc, one.ran.log, one.ran.failure()) == (each.ran.rc, each.ran.log, each.ran.failure())

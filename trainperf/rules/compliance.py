@@ -536,15 +536,16 @@ def check_log(
 
 
 def check_logs(
-    paths: list[Path], *, key: str | None = None, ruleset: str | None = None
+    paths: list[Path], *, key: str | None = None, ruleset: str | None = None, keys: list[str | None] | None = None
 ) -> list[CheckResult | TrainperfError]:
     """:func:`check_log` of every path (its result, or the error it raised), in order; the official checker runs
     once for all the files that share a rule file (:mod:`trainperf.rules._batch_checker`) rather than once per
-    file, with the same messages. A file the batch does not report on (its time limit) is checked alone."""
+    file, with the same messages. A file the batch does not report on (its time limit) is checked alone.
+    ``keys``, where given, is each path's benchmark (``key`` of :func:`check_log`), in place of ``key``."""
     prepared: list[CheckResult | TrainperfError | _Pending] = []
-    for path in paths:
+    for i, path in enumerate(paths):
         try:
-            prepared.append(_prepare(Path(path), key=key, ruleset=ruleset))
+            prepared.append(_prepare(Path(path), key=keys[i] if keys is not None else key, ruleset=ruleset))
         except TrainperfError as e:
             prepared.append(e)
     groups: dict[tuple[Path | None, str], list[int]] = {}

@@ -28,6 +28,7 @@ Quirks of 4.1.68 that this module works around:
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import subprocess
@@ -193,6 +194,11 @@ def run_rcp_checker(
     if samples_flag:
         args.append(samples_flag)
     ran = _run("rcp_checker", args, workdir=workdir, writes=benchmark_dir)
+    return _read_rcp(ran)
+
+
+def _read_rcp(ran: ToolRun) -> RcpCheck:
+    """The verdict of one rcp_checker run, read from its log."""
     text = ran.log or ran.err
     verdict = re.search(r"^(?:INFO|ERROR) - (.*), RCP test (PASSED|FAILED)", text, re.MULTILINE)
     if ran.crashed or verdict is None:
@@ -211,6 +217,84 @@ def run_rcp_checker(
         min_epochs=_number_after("Min Epochs", record[1]) if record else None,
         rcp_runs=runs,
     )
+
+
+_BATCH_RCP = Path(__file__).with_name("_batch_rcp.py")
+
+
+@dataclass(frozen=True)
+class RcpJob:
+    """One folder for :func:`run_rcp_checkers`: what :func:`run_rcp_checker` is given."""
+
+    benchmark_dir: Path
+    workdir: Path
+    custom_rcps: Path | None = None
+    samples_flag: str = ""
+
+
+def run_rcp_checkers(jobs: list[RcpJob], workdir: Path, writes: Path, ruleset: str = MLPERF_RULESET) -> list[RcpCheck]:
+    """:func:`run_rcp_checker` of every job, in order, in one confined process (:mod:`._batch_rcp`: the checker's
+    ``check_directory`` and ``main``'s verdict line, as the tool runs them) rather than one per folder; a job the
+    batch does not report on (its time limit, or a crash of the batch) is run alone. ``writes``: a folder holding
+    every job's folder."""
+    if not jobs:
+        return []
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = workdir / "rcp_jobs.json"
+    results = workdir / "rcp_results.jsonl"
+    specs = [
+        {
+            "dir": str(job.benchmark_dir),
+            "version": ruleset,
+            "custom_rcps": str(job.custom_rcps) if job.custom_rcps is not None else None,
+            "bert_train_samples": job.samples_flag == "--bert_train_samples",
+            "log": str(job.workdir / "rcp_checker.log"),
+        }
+        for job in jobs
+    ]
+    spec.write_text(json.dumps(specs), encoding="utf-8")
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    confined = confinement(writable=[workdir, writes])
+    cmd = [sys.executable, str(_BATCH_RCP), "--out", str(results), str(spec)]
+    try:
+        subprocess.run(
+            confined.wrap(cmd),
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=TOOL_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pass  # the folders it finished are in results; the others are run alone
+    reported: list[RcpCheck] = []
+    if results.is_file():
+        for line in results.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+                ran = ToolRun(
+                    tool="rcp_checker",
+                    rc=int(rec["rc"]),
+                    out=str(rec["out"]),
+                    err=str(rec["err"]),
+                    log=str(rec["log"]),
+                    confinement=confined.note,
+                )
+            except (ValueError, KeyError, TypeError):
+                break  # a line cut by the time limit: the rest is run alone
+            reported.append(_read_rcp(ran))
+    for job in jobs[len(reported) :]:
+        reported.append(
+            run_rcp_checker(
+                job.benchmark_dir,
+                job.workdir,
+                custom_rcps=job.custom_rcps,
+                samples_flag=job.samples_flag,
+                ruleset=ruleset,
+            )
+        )
+    return reported
 
 
 # --- result_summarizer ----------------------------------------------------------------------------

@@ -132,9 +132,9 @@ def review(
     ``ruleset`` (``1.1.0``, ``v1.1``) is the MLPerf Training round whose rules and official tools judge it; by
     default the package's own (:func:`trainperf.rules.rulesets.package_ruleset`: v2.0 for trainperf's packages).
 
-    ``jobs`` official-tool processes run at once (the package checker, the summarizer, the RCP checks and each
-    result file's compliance check are independent); the findings are gathered in the same order whatever
-    ``jobs`` is. ``progress(done, total)`` is called as the tools finish.
+    ``jobs`` official-tool processes run at once (four, each for the whole package: the package checker, the
+    summarizer, the compliance checks of every result file, the RCP checks of every benchmark); the findings are
+    gathered in the same order whatever ``jobs`` is. ``progress(done, total)`` is called as the tools finish.
     """
     org_dir = find_org_dir(Path(package_dir))
     org = org_dir.name
@@ -195,11 +195,9 @@ def review(
             if checkable
             else None
         )
-        checks: dict[tuple[str, str], Future] = {}
-        rcps: dict[tuple[str, str], Future | None] = {}
-        for key, bench in benches.items():
-            checks[key] = tasks.submit(_check_many, [r for r in bench.runs if r.records], bench.benchmark, chosen)
-            rcps[key] = None if key[0] in layout.unusable_systems else _start_rcp(bench, copy, work, tasks)
+        checks = tasks.submit(_check_many, benches, chosen)  # every benchmark's files in one checker process
+        plans = {k: _plan_rcp(b, copy, work) for k, b in benches.items() if k[0] not in layout.unusable_systems}
+        rcps = tasks.submit(_run_rcps, plans, copy, work, chosen)  # every RCP check in one process
 
         # (a) the official package checker
         if pc is not None:
@@ -225,12 +223,12 @@ def review(
         for key, bench in benches.items():
             bench.problems += read_problems[key]
             _check_count(bench)
-            _check_compliance(bench, checks[key].result())  # (b)
+            _check_compliance(bench, checks.result()[key])  # (b)
             _check_seeds_and_consistency(bench, org, layout.divisions.get(key[0]), chosen)  # (c)
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
             else:
-                _check_rcp(bench, layout, raw, notes, rcps[key])  # (d)
+                _check_rcp(bench, layout, raw, notes, rcps.result()[key])  # (d)
 
         # (e) the official result summarizer
         summary = None
@@ -437,11 +435,15 @@ def _check_count(bench: _Bench) -> None:
         )
 
 
-def _check_many(runs: list[_Run], benchmark: str, ruleset: str = MLPERF_RULESET) -> dict[str, Any]:
-    """check_log of a benchmark's result files (the official checker started once for them all), by file name:
-    each result, or the TrainperfError it raised (kept for the verdict)."""
-    checked = check_logs([r.path for r in runs], key=benchmark, ruleset=ruleset)
-    return dict(zip([r.name for r in runs], checked, strict=True))
+def _check_many(benches: dict[tuple[str, str], _Bench], ruleset: str = MLPERF_RULESET) -> dict[Any, dict[str, Any]]:
+    """check_log of every benchmark's result files (the official checker started once for them all), by benchmark
+    and file name: each result, or the TrainperfError it raised (kept for the verdict)."""
+    runs = [(key, r) for key, bench in benches.items() for r in bench.runs if r.records]
+    checked = check_logs([r.path for _, r in runs], keys=[key[1] for key, _ in runs], ruleset=ruleset)
+    by_bench: dict[Any, dict[str, Any]] = {key: {} for key in benches}
+    for (key, run), result in zip(runs, checked, strict=True):
+        by_bench[key][run.name] = result
+    return by_bench
 
 
 def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
@@ -595,9 +597,9 @@ class _RcpRuns:
     samples: official.RcpCheck | None = None  # again, counting train_samples (the benchmark's rcp_train_samples_flag)
 
 
-def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future | str | None:
-    """(d), started: the RCP checker's run(s) for ``bench`` (a Future of :class:`_RcpRuns`), or why it is not run
-    (a str: ``bench.rcp``'s text), or None when a warning says so already."""
+def _plan_rcp(bench: _Bench, copy: Path, work: Path) -> tuple[_RcpRuns, official.RcpJob, str] | str:
+    """(d), planned: the RCP checker's run for ``bench`` (its :class:`_RcpRuns` to fill, the job, the benchmark's
+    train-samples flag), or why it is not run (a str: ``bench.rcp``'s text)."""
     need, _ = _runs_required(bench)
     known = bench.benchmark in _BENCHMARK_NAMES
     if known and not registry.benchmark(bench.benchmark).mlperf_rcps:
@@ -623,24 +625,31 @@ def _start_rcp(bench: _Bench, copy: Path, work: Path, tasks: _Tasks) -> Future |
     where = work / f"rcp_{bench.system}_{bench.benchmark}"
 
     flag = registry.benchmark(bench.benchmark).rcp_train_samples_flag if known else ""
+    job = official.RcpJob(folder, where, custom_rcps=custom)
+    return _RcpRuns(custom=custom, provisional=provisional, note=note, first=None), job, flag  # type: ignore[arg-type]
 
-    def run() -> _RcpRuns:
-        runs = _RcpRuns(
-            custom=custom,
-            provisional=provisional,
-            note=note,
-            first=official.run_rcp_checker(folder, where, custom_rcps=custom, ruleset=bench.ruleset),
-        )
-        if flag and not runs.first.passed and not runs.first.ran.crashed and custom is None:
-            # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which
-            # the round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package
-            # checker so)
-            runs.samples = official.run_rcp_checker(
-                folder, Path(f"{where}_samples"), samples_flag=flag, ruleset=bench.ruleset
-            )
-        return runs
 
-    return tasks.submit(run)
+def _run_rcps(
+    plans: dict[tuple[str, str], Any], copy: Path, work: Path, ruleset: str = MLPERF_RULESET
+) -> dict[tuple[str, str], Any]:
+    """(d), run: every planned RCP check in one rcp_checker process (:func:`official.run_rcp_checkers`), then,
+    in a second, each failed bert check again counting train_samples. By benchmark: its :class:`_RcpRuns`, or
+    why it was not run."""
+    jobs = {k: plan for k, plan in plans.items() if not isinstance(plan, str)}
+    firsts = official.run_rcp_checkers([job for _, job, _ in jobs.values()], work / "rcp_checker", copy, ruleset)
+    for (runs, _, _), first in zip(jobs.values(), firsts, strict=True):
+        runs.first = first
+    # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which the
+    # round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package checker so)
+    again = {
+        k: official.RcpJob(job.benchmark_dir, Path(f"{job.workdir}_samples"), samples_flag=flag)
+        for k, (runs, job, flag) in jobs.items()
+        if flag and not runs.first.passed and not runs.first.ran.crashed and runs.custom is None
+    }
+    seconds = official.run_rcp_checkers(list(again.values()), work / "rcp_checker_samples", copy, ruleset)
+    for k, second in zip(again, seconds, strict=True):
+        jobs[k][0].samples = second
+    return {k: plan if isinstance(plan, str) else plan[0] for k, plan in plans.items()}
 
 
 def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[str], started: Any) -> None:
@@ -649,7 +658,7 @@ def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[s
     if isinstance(started, str):
         bench.rcp = started
         return
-    runs: _RcpRuns = started.result()
+    runs: _RcpRuns = started
     rcp, note, provisional = runs.first, runs.note, runs.provisional
     if bench.scale == "mini":
         division = _first(bench.runs[0].records, "trainperf_division") or "open"
