@@ -23,6 +23,10 @@ def main() -> None:
     out, scale = Path(sys.argv[1]), (sys.argv[2] if len(sys.argv) > 2 else "mini")
     ctx = dist.init_from_env()
     torch.set_num_threads(1)
+    # In float64, so that what is compared is the sharding, not the order of fp32 sums: the reference's SGD at rate
+    # 24 turns fp32 reassociation (the gradient averaged over ranks in another order) into differences of 5e-4 on
+    # some processors, while a wrong table row or gradient moves the logits by far more.
+    torch.set_default_dtype(torch.float64)
     spec = registry.get_spec("dlrm", scale)
     recipe = registry.default_recipe("dlrm", scale).with_overrides({"global_batch_size": GLOBAL_BATCH})
     cfg = RunConfig(seed=7, dry_run=scale == "reference")

@@ -34,7 +34,7 @@ def test_sharded_steps_equal_one_process(tmp_path, scale, nproc):
     one = _steps(tmp_path / "one.json", 1, scale)
     many = _steps(tmp_path / "many.json", nproc, scale)
     assert len(one) == 10 and len(set(one)) > 1
-    assert many == pytest.approx(one, rel=1e-4, abs=1e-5)
+    assert many == pytest.approx(one, rel=1e-9, abs=1e-12)  # float64 (dlrm_steps.py): the sums reorder only
 
 
 def test_tables_are_spread_by_rows():

@@ -2,12 +2,13 @@
 
     python _batch_rcp.py --out RESULTS.jsonl SPEC.json
 
-SPEC is a JSON list of ``{"dir", "version", "custom_rcps" (a path or null), "bert_train_samples", "log"}``. For
-each, in order, this does what ``python -m mlperf_logging.rcp_checker DIR --rcp_usage training --rcp_version VERSION
---rcp_pass pruned_rcps [--custom_rcps FILE] [--bert_train_samples] --log_output LOG`` does (its messages formatted
-``LEVEL - message`` as its ``main`` formats them, its verdict line, exit code 1 on a failed check) and appends one
-JSON line ``{"rc", "out", "err", "log"}`` to RESULTS, flushed at once. A process per folder costs an interpreter
-and mlperf-logging's imports; the checks themselves are the same.
+SPEC is a JSON list of ``{"dir", "version", "custom_rcps" (a path or null), "train_samples" (a boolean: the
+rcp_checker flag that counts train_samples), "log"}``. For each, in order, this does what
+``python -m mlperf_logging.rcp_checker DIR --rcp_usage training --rcp_version VERSION --rcp_pass pruned_rcps
+[--custom_rcps FILE] [--bert_train_samples] --log_output LOG`` does (its messages
+formatted ``LEVEL - message`` as its ``main`` formats them, its verdict line, exit code 1 on a failed check) and
+appends one JSON line ``{"rc", "out", "err", "log"}`` to RESULTS, flushed at once. A process per folder costs an
+interpreter and mlperf-logging's imports; the checks themselves are the same.
 
 Run by path, so that the confined process imports nothing of trainperf: only the standard library and
 mlperf-logging. Every result file has passed trainperf's gate before it gets here.
@@ -44,7 +45,7 @@ def _check(spec: dict) -> dict[str, object]:
                     "training",
                     spec["version"],
                     False,
-                    spec["bert_train_samples"],
+                    spec["train_samples"],  # check_directory's argument for the samples-counting flag
                     rcp_file=custom,
                     rcp_pass="pruned_rcps",
                 )

@@ -247,7 +247,7 @@ def run_rcp_checkers(jobs: list[RcpJob], workdir: Path, writes: Path, ruleset: s
             "dir": str(job.benchmark_dir),
             "version": ruleset,
             "custom_rcps": str(job.custom_rcps) if job.custom_rcps is not None else None,
-            "bert_train_samples": job.samples_flag == "--bert_train_samples",
+            "train_samples": bool(job.samples_flag),  # the benchmark's rcp_train_samples_flag given
             "log": str(job.workdir / "rcp_checker.log"),
         }
         for job in jobs
