@@ -22,7 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +76,32 @@ def confinement(writable: Sequence[Path] = ()) -> Confinement:
     if kind == "unshare":
         return Confinement((found, *_UNSHARE, "--"), _NOTES[kind])
     return Confinement((), f"not confined: {found}")
+
+
+def run_confined(
+    confined: Confinement, cmd: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run an official tool's ``cmd`` under ``confined``, in ``cwd``, with no input, this process's environment plus
+    ``env``, and its output captured as text (bytes that are not UTF-8 replaced). After ``timeout_s`` seconds the
+    tool is killed and :class:`subprocess.TimeoutExpired` raised, as :func:`subprocess.run` does
+    (:func:`output_so_far` reads what it printed by then); its exit code is the caller's to judge."""
+    return subprocess.run(
+        confined.wrap(cmd),
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",  # a tool's output is shown or parsed, never a reason to fail
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def output_so_far(exc: subprocess.TimeoutExpired) -> tuple[str, str]:
+    """(stdout, stderr) that a tool :func:`run_confined` killed at its time limit had printed."""
+    out, err = (p.decode(errors="replace") if isinstance(p, bytes) else p or "" for p in (exc.stdout, exc.stderr))
+    return out, err
 
 
 @functools.cache

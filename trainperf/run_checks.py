@@ -102,7 +102,8 @@ def _shown(x: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
-def _is_number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """Whether a logged value is a JSON number (an int or a float, NaN and infinities included), not a bool."""
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
@@ -235,15 +236,15 @@ def record_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]
                 f"eval_accuracy at line {n} has metadata {_shown(meta)}; "
                 'it must be an object such as {"epoch_num": 1}'
             )
-        elif isinstance(meta, dict) and "epoch_num" in meta and not _is_number(meta["epoch_num"]):
+        elif isinstance(meta, dict) and "epoch_num" in meta and not is_number(meta["epoch_num"]):
             problems.append(f"eval_accuracy at line {n} has epoch_num {_shown(meta['epoch_num'])}; it must be a number")
         if isinstance(value, dict):
-            if not value or not all(_is_number(v) for v in value.values()):
+            if not value or not all(is_number(v) for v in value.values()):
                 problems.append(
                     f"eval_accuracy at line {n} has value {_shown(value)}; "
                     'a multi-field metric is an object of numbers, such as {"BBOX": 0.38, "SEGM": 0.34}'
                 )
-        elif not _is_number(value):
+        elif not is_number(value):
             problems.append(f"eval_accuracy at line {n} has value {_shown(value)}; it must be a number (the quality)")
     return problems
 
@@ -252,7 +253,7 @@ def quality_numbers(value: Any) -> list[float]:
     """The numbers of an ``eval_accuracy`` value: the number itself, or each field of a multi-field metric."""
     if isinstance(value, dict):
         return [x for v in value.values() for x in quality_numbers(v)]
-    return [float(value)] if _is_number(value) else []
+    return [float(value)] if is_number(value) else []
 
 
 def impossible_quality(value: Any, *, higher_is_better: bool | None) -> float | None:

@@ -230,6 +230,18 @@ def test_confinement_falls_back_and_says_why(monkeypatch):
         confine._probe.cache_clear()
 
 
+def test_a_tool_runs_in_its_folder_with_no_input_and_the_settings_given_and_is_stopped_at_its_time_limit(tmp_path):
+    unconfined = confine.Confinement((), "not confined: test")
+    code = "import os, sys; print(os.getcwd(), os.environ['TP_X'], sys.stdin.read() == ''); sys.stdout.flush()"
+    proc = confine.run_confined(unconfined, [sys.executable, "-c", code], cwd=tmp_path, timeout_s=60, env={"TP_X": "7"})
+    assert (proc.returncode, proc.stdout.split()) == (0, [str(tmp_path), "7", "True"])
+    slow = "import time; print('begun', flush=True); time.sleep(60)"
+    with pytest.raises(subprocess.TimeoutExpired) as stopped:
+        confine.run_confined(unconfined, [sys.executable, "-c", slow], cwd=tmp_path, timeout_s=1)
+    out, err = confine.output_so_far(stopped.value)
+    assert (out.strip(), err) == ("begun", "")
+
+
 def test_a_confined_tool_has_no_network(tmp_path):
     c = confine.confinement(writable=[tmp_path])
     if not c.confined:

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 # The limits on what is read (sizes, line length, counts, JSON nesting and numbers): one table for every reader
 # (trainperf/limits.py), whose read_capped checks a file's apparent size before a byte is read.
 from trainperf.limits import MAX_LINE_CHARS, OverLimit  # the table's own objects, not copies
 from trainperf.registry import BENCHMARKS, benchmark
-from trainperf.results import mllog_lines
+from trainperf.results import MllogLine, mllog_lines
 from trainperf.system import DIVISIONS
 from trainperf.text import is_control, printable
 
@@ -101,100 +102,124 @@ def screen_log(data: bytes, *, known: Collection[str] = BENCHMARKS) -> list[str]
     benchmark names allowed (trainperf's; a real package of another round: its round's, each the name of a rule file
     the official tools ship)."""
     refusals: list[str] = []
-    divisions: set[Any] = set()
-    benchmarks: set[Any] = set()
-    opt_names: list[tuple[int, Any]] = []
-
-    def refuse(lineno: int, key: Any, value: Any, why: str) -> None:
-        refusals.append(f"line {lineno}: {shown(key)} has value {shown(value)}, which {why}")
-
+    seen = _PathValues()
     try:
         lines = mllog_lines(data, max_line_chars=MAX_LINE_CHARS)
     except OverLimit as e:
         return [f"the file {e}"]
     for line in lines:
-        lineno, payload = line.lineno, line.text
-        if line.over_limit and line.length <= MAX_LINE_CHARS:
-            refusals.append(f"line {lineno}: {line.over_limit}")
-            continue
-        if line.length > MAX_LINE_CHARS:
-            refusals.append(
-                f"line {lineno}: an MLLOG line of {line.length} characters, over the {MAX_LINE_CHARS} allowed: the "
-                "official tools read a line in a time that grows with the square of its length (100 KB: 8 s; 1 MB: "
-                "about 14 minutes), and an MLPerf event is a few hundred characters"
-            )
-            continue
-        if line.ambiguous:
-            refusals.append(f"line {lineno}: {line.ambiguous}")
-            continue
-        seen = _as_utf8(payload)
-        if bad := _first_control(seen, allowed="\t"):
-            refusals.append(
-                f"line {lineno}: holds the raw control character U+{ord(bad):04X} (an MLLOG line is JSON text, "
-                f"which has none): {shown(seen)}"
-            )
+        if (why := _unreadable(line)) is not None:
+            refusals.append(f"line {line.lineno}: {why}")
             continue
         try:
-            record = json.loads(payload)
+            record = json.loads(line.text)
         except (ValueError, RecursionError):
             continue  # the tools report the line as unparsable and skip it
         if not isinstance(record, dict):
             continue
-        key, value = record.get("key"), record.get("value")
         readable = line.record if line.record is not None else record  # the record with its strings read as UTF-8
         if (text := next((s for s in _strings(readable) if _first_control(s)), None)) is not None:
             bad = _first_control(text)
             refusals.append(
-                f"line {lineno}: {shown(key)} holds the control character U+{ord(bad):04X} in {shown(text)} (in its "
-                "key, value or metadata); the official tools print what they read as it is"
+                f"line {line.lineno}: {shown(record.get('key'))} holds the control character U+{ord(bad):04X} in "
+                f"{shown(text)} (in its key, value or metadata); the official tools print what they read as it is"
             )
             continue
-        if key == "submission_division":
-            divisions.add(value if isinstance(value, str) else None)
-            if not (isinstance(value, str) and value in DIVISIONS):
-                refuse(
-                    lineno,
-                    key,
-                    value,
-                    f"is not {' or '.join(map(repr, DIVISIONS))}: the official v2.0 rules build the rule-file path "
-                    "training_2.0.0/<value>_common.yaml from it and execute that file",
-                )
-        if key == "submission_benchmark" or _RCP_BENCHMARK_TEXT in payload:
-            benchmarks.add(value if isinstance(value, str) else None)
-            if not (isinstance(value, str) and value in known):
-                why = (
-                    "the official v2.0 rules build the rule-file path training_2.0.0/<division>_<value>.yaml from it "
-                    "and execute that file"
-                    if key == "submission_benchmark"
-                    else "rcp_checker takes as the benchmark name (the line mentions submission_benchmark) and "
-                    "opens rcps_<value>.json from it"
-                )
-                names = ", ".join(sorted(known))
-                refuse(lineno, key, value, f"is not an MLPerf Training benchmark of the round ({names}): {why}")
-        if key == "opt_name":
-            opt_names.append((lineno, value))
-            if problem := name_problem(value):
-                refuse(
-                    lineno,
-                    key,
-                    value,
-                    f"{problem}: the official v2.0 closed rules of a benchmark that branches on it build the "
-                    "rule-file path training_2.0.0/closed_<benchmark>_<value>.yaml from it and execute that file",
-                )
-        elif isinstance(key, str) and key.startswith("submission_") and key not in PATH_KEYS:
-            if isinstance(value, str) and (problem := name_problem(value)):
-                refuse(lineno, key, value, f"{problem}; it names the submission, and a name holds no path")
-    for bench in sorted(b for b in benchmarks if b in BENCHMARKS) if "closed" in divisions else ():
+        refusals += _path_value_refusals(line.lineno, record, line.text, known, seen)
+    return refusals + _opt_name_refusals(seen)
+
+
+@dataclass
+class _PathValues:
+    """The values of a log that choose rule files, as :func:`screen_log` reads them."""
+
+    divisions: set[Any] = field(default_factory=set)
+    benchmarks: set[Any] = field(default_factory=set)
+    opt_names: list[tuple[int, Any]] = field(default_factory=list)  # (line, value)
+
+
+def _refusal(lineno: int, key: Any, value: Any, why: str) -> str:
+    return f"line {lineno}: {shown(key)} has value {shown(value)}, which {why}"
+
+
+def _unreadable(line: MllogLine) -> str | None:
+    """Why the tools would read ``line`` otherwise than the gate does, or too slowly, or print a raw control
+    character from it (None: none of these)."""
+    if line.over_limit and line.length <= MAX_LINE_CHARS:
+        return line.over_limit
+    if line.length > MAX_LINE_CHARS:
+        return (
+            f"an MLLOG line of {line.length} characters, over the {MAX_LINE_CHARS} allowed: the "
+            "official tools read a line in a time that grows with the square of its length (100 KB: 8 s; 1 MB: "
+            "about 14 minutes), and an MLPerf event is a few hundred characters"
+        )
+    if line.ambiguous:
+        return line.ambiguous
+    text = _as_utf8(line.text)
+    if bad := _first_control(text, allowed="\t"):
+        return (
+            f"holds the raw control character U+{ord(bad):04X} (an MLLOG line is JSON text, "
+            f"which has none): {shown(text)}"
+        )
+    return None
+
+
+def _path_value_refusals(
+    lineno: int, record: dict[str, Any], payload: str, known: Collection[str], seen: _PathValues
+) -> list[str]:
+    """Why a record's value may not reach a rule-file path, a file name or a submission name; each value that
+    chooses a rule file is noted in ``seen``."""
+    key, value = record.get("key"), record.get("value")
+    refusals = []
+    if key == "submission_division":
+        seen.divisions.add(value if isinstance(value, str) else None)
+        if not (isinstance(value, str) and value in DIVISIONS):
+            why = (
+                f"is not {' or '.join(map(repr, DIVISIONS))}: the official v2.0 rules build the rule-file path "
+                "training_2.0.0/<value>_common.yaml from it and execute that file"
+            )
+            refusals.append(_refusal(lineno, key, value, why))
+    if key == "submission_benchmark" or _RCP_BENCHMARK_TEXT in payload:
+        seen.benchmarks.add(value if isinstance(value, str) else None)
+        if not (isinstance(value, str) and value in known):
+            why = (
+                "the official v2.0 rules build the rule-file path training_2.0.0/<division>_<value>.yaml from it "
+                "and execute that file"
+                if key == "submission_benchmark"
+                else "rcp_checker takes as the benchmark name (the line mentions submission_benchmark) and "
+                "opens rcps_<value>.json from it"
+            )
+            names = ", ".join(sorted(known))
+            refusals.append(
+                _refusal(lineno, key, value, f"is not an MLPerf Training benchmark of the round ({names}): {why}")
+            )
+    if key == "opt_name":
+        seen.opt_names.append((lineno, value))
+        if problem := name_problem(value):
+            why = (
+                f"{problem}: the official v2.0 closed rules of a benchmark that branches on it build the "
+                "rule-file path training_2.0.0/closed_<benchmark>_<value>.yaml from it and execute that file"
+            )
+            refusals.append(_refusal(lineno, key, value, why))
+    elif isinstance(key, str) and key.startswith("submission_") and key not in PATH_KEYS:
+        if isinstance(value, str) and (problem := name_problem(value)):
+            why = f"{problem}; it names the submission, and a name holds no path"
+            refusals.append(_refusal(lineno, key, value, why))
+    return refusals
+
+
+def _opt_name_refusals(seen: _PathValues) -> list[str]:
+    """A closed log's ``opt_name`` values for which its benchmark's closed rules have no rule file."""
+    refusals = []
+    for bench in sorted(b for b in seen.benchmarks if b in BENCHMARKS) if "closed" in seen.divisions else ():
         choices = benchmark(bench).closed_opt_names  # () where the closed rules do not branch on opt_name
-        for lineno, value in opt_names if choices else ():
+        for lineno, value in seen.opt_names if choices else ():
             if value not in choices and name_problem(value) is None:
-                refuse(
-                    lineno,
-                    "opt_name",
-                    value,
+                why = (
                     f"is not one of {', '.join(map(repr, choices))}: in a closed {bench} log the official v2.0 "
-                    f"rules open training_2.0.0/closed_{bench}_<value>.yaml, which exists for those only",
+                    f"rules open training_2.0.0/closed_{bench}_<value>.yaml, which exists for those only"
                 )
+                refusals.append(_refusal(lineno, "opt_name", value, why))
     return refusals
 
 

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainperf.confine import confinement
+from trainperf.confine import confinement, output_so_far, run_confined
 from trainperf.spec import MLPERF_RULESET
 
 USAGE = "training"
@@ -84,22 +83,12 @@ def _run(tool: str, args: list[str], *, workdir: Path, writes: Path, log_output:
     cmd = [sys.executable, "-m", f"mlperf_logging.{tool}", *args]
     if log_output:
         cmd += ["--log_output", str(log)]
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     confined = confinement(writable=[workdir, writes])
     try:
-        proc = subprocess.run(
-            confined.wrap(cmd),
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TOOL_TIMEOUT_S,
-            check=False,
-        )
+        proc = run_confined(confined, cmd, cwd=workdir, timeout_s=TOOL_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        out, err = output_so_far(exc)
         return ToolRun(tool=tool, rc=None, out=out, err=err, confinement=confined.note)
     text = log.read_text(encoding="utf-8", errors="replace") if log_output and log.exists() else ""
     return ToolRun(tool=tool, rc=proc.returncode, out=proc.stdout, err=proc.stderr, log=text, confinement=confined.note)
@@ -253,19 +242,11 @@ def run_rcp_checkers(jobs: list[RcpJob], workdir: Path, writes: Path, ruleset: s
         for job in jobs
     ]
     spec.write_text(json.dumps(specs), encoding="utf-8")
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     confined = confinement(writable=[workdir, writes])
     cmd = [sys.executable, str(_BATCH_RCP), "--out", str(results), str(spec)]
     try:
-        subprocess.run(
-            confined.wrap(cmd),
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=TOOL_TIMEOUT_S,
-            check=False,
-        )
+        run_confined(confined, cmd, cwd=workdir, timeout_s=TOOL_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         pass  # the folders it finished are in results; the others are run alone
     reported: list[RcpCheck] = []
