@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -24,6 +25,20 @@ from trainperf.run_checks import RECORD_FIX, TIMING_FIX, logged_ms, record_probl
 
 TOKEN = ":::MLLOG "
 LIMIT_FIX = "is it the log of one MLPerf run? move it away, or redo the run"
+
+
+# Where a suite keeps a run that was interrupted: <out>/interrupted/<system>/<benchmark>/result_<i>-<k>.txt (the k-th
+# interruption of run i), beside <out>/results/. Such a log is not a result; the suite's summary and the report list it.
+INTERRUPTED = "interrupted"
+_INTERRUPTED_FILE = re.compile(r"^result_\d+-\d+\.txt$")
+
+
+def interrupted_logs(folder: Path) -> list[Path]:
+    """The logs of the interrupted runs kept aside in ``folder`` (``result_<i>-<k>.txt``, a plain file and not a
+    link: what the suite writes there), by name; none when there is no such folder."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if _INTERRUPTED_FILE.match(p.name) and p.is_file() and not p.is_symlink())
 
 
 class MllogLine(NamedTuple):

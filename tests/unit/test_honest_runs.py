@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+from pathlib import Path
 
 import pytest
 from helpers import FAKE_BENCHMARK, FAKE_SPEC, FakeRecipe, FakeWorkload, first, keys_in
@@ -21,7 +22,7 @@ from trainperf.dist import DistContext
 from trainperf.errors import ResultsError, RunFailed, RunInterrupted
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import Submission, execute_run
-from trainperf.harness.suite import SuiteOptions, run_suite
+from trainperf.harness.suite import SuiteOptions, interrupted_runs, run_suite
 from trainperf.report.collect import collect
 from trainperf.spec import RunConfig
 
@@ -131,10 +132,14 @@ def test_the_report_shows_interrupted_runs(tmp_path, fake_registry):
     FakeWorkload.interrupt_at_step = 2
     with pytest.raises(RunInterrupted):
         run_suite(options(tmp_path, runs=2), DistContext())
+    aside = tmp_path / "out" / "interrupted" / "test-system" / "resnet"
+    (aside / "result_1-2.txt").symlink_to(aside / "result_1-1.txt")  # not a log the suite kept
+    (aside / "notes.txt").write_text("not a run\n")
     [system] = collect([tmp_path / "out"])
     [bench] = system.benchmarks
     assert [p.name for p in bench.interrupted] == ["result_1-1.txt"]
     assert any("1 interrupted run(s) kept aside and not counted" in n for n in bench.run_notes)
+    assert [Path(r["log"]) for r in interrupted_runs(aside)] == bench.interrupted  # the summary lists the same
 
 
 # --- resume refuses what it would not make ------------------------------------------------------------------

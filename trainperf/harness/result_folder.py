@@ -20,13 +20,11 @@ from trainperf.errors import ResultsError, RunFailed, RunInterrupted, TrainperfE
 from trainperf.fileio import atomic_write_text, replace_durably
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunOutcome
-from trainperf.results import parse_run
+from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.scoring import Score, score_results
 
 SUITE_META = "trainperf.json"
 LOCK_FILE = ".trainperf.lock"
-INTERRUPTED = "interrupted"  # <out>/interrupted/<system>/<benchmark>/result_<i>-<k>.txt
-_INTERRUPTED_FILE = re.compile(r"^result_\d+-\d+\.txt$")
 _PARTIAL = re.compile(r"^\.result_\d+\.txt(\.[A-Za-z0-9-]+)?\.partial$")  # this suite's and older ones
 
 
@@ -307,11 +305,7 @@ def interrupted_runs(folder: Path) -> list[dict[str, Any]]:
     """The interrupted runs kept aside in ``folder`` (``result_<i>-<k>.txt``): they are not results, but
     they stay visible, so that a slow run is never silently redone."""
     found = []
-    if not folder.is_dir():
-        return found
-    for p in sorted(folder.iterdir()):
-        if not _INTERRUPTED_FILE.match(p.name) or not p.is_file() or p.is_symlink():
-            continue
+    for p in interrupted_logs(folder):
         try:
             logged = parse_run(p)
         except (TrainperfError, ValueError, TypeError, KeyError, AttributeError):

@@ -21,7 +21,7 @@ from typing import Any
 
 from trainperf import limits, registry
 from trainperf.errors import ResultsError, TrainperfError
-from trainperf.results import parse_run
+from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
@@ -30,7 +30,6 @@ ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), m
 # result_<i>.txt, or result_<id>_<i>.txt as some published packages name them (the official package checker takes
 # every result_*.txt; HazyResearch's v2.0 results are result_220520100725096152634_1.txt ... _10.txt)
 _RESULT_FILE = re.compile(r"^result_(?:[A-Za-z0-9]{1,64}_)?(\d{1,9})\.txt$")
-_INTERRUPTED_FILE = re.compile(r"^result_\d+-\d+\.txt$")
 FALLBACK_RUNS = (5, 1)  # an unknown benchmark key: 5 runs, drop 1
 
 
@@ -170,9 +169,7 @@ def _collect_root(root: Path) -> list[SystemResults]:
         benchmarks = []
         for bench_dir in sorted(p for p in system_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             bench = _collect_benchmark(bench_dir, name, summary_energy.get(name, {}), notes)
-            aside = root / "interrupted" / name / bench_dir.name
-            if bench is not None and aside.is_dir():
-                kept = sorted(p for p in aside.iterdir() if _INTERRUPTED_FILE.match(p.name) and p.is_file())
+            if bench is not None and (kept := interrupted_logs(root / INTERRUPTED / name / bench_dir.name)):
                 bench = replace(bench, interrupted=kept)
             if bench is not None:
                 benchmarks.append(bench)
