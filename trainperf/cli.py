@@ -25,7 +25,6 @@ from trainperf.report.compare import add_parser as add_compare_parser
 from trainperf.scaling.cli import add_parser as add_scaling_parser
 from trainperf.spec import SCALES
 from trainperf.submission.cli import add_parser as add_submission_parser
-from trainperf.system import NOT_APPLICABLE, UNKNOWN, check_system_file, describe_system, write_system
 from trainperf.text import printable
 
 if TYPE_CHECKING:
@@ -199,6 +198,9 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_system(args: argparse.Namespace) -> int:
+    # the system description and the host probe (psutil): 20 ms to import, not for `trainperf --help`
+    from trainperf.system import check_system_file, describe_system, write_system
+
     desc = describe_system(
         org=args.org, division=args.division or "open", availability=args.availability, system_name=args.system_name
     )
@@ -217,6 +219,9 @@ def cmd_system(args: argparse.Namespace) -> int:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
+    # the system description and the host probe (psutil): 20 ms to import, not for `trainperf --help`
+    from trainperf.system import NOT_APPLICABLE, UNKNOWN, check_system_file, describe_system, write_system
+
     benchmarks = list(args.benchmarks)
     run_args = list(args.run_args)  # the options after -- (main() passes them on)
     if run_args[:1] == ["--"]:

@@ -9,8 +9,10 @@ rank, epoch)``. SeedSequence hashes the whole tuple, so streams never collide th
 from __future__ import annotations
 
 import secrets
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 # Where a run's seed comes from. MLPerf v2.0 (closed, "Random numbers") allows seeding only from the clock,
 # the system's randomness, or a generator seeded from those: a default run draws its seed from the
@@ -47,11 +49,15 @@ STREAM_BOOTSTRAP = 6  # evaluation samples resampled by benchmarks/metric_error.
 
 def derive(seed: int, *keys: int) -> int:
     """A 63-bit integer seed for the stream ``(seed, *keys)``."""
+    import numpy as np  # numpy: 40 ms to import, not for `trainperf --help` (spec.py reads this module's constants)
+
     state = np.random.SeedSequence([int(seed) % 2**64, *(int(k) for k in keys)]).generate_state(2, np.uint32)
     return int((int(state[0]) << 31) ^ int(state[1])) & (2**63 - 1)
 
 
 def numpy_rng(seed: int, *keys: int) -> np.random.Generator:
+    import numpy as np  # numpy: 40 ms to import, not for `trainperf --help` (spec.py reads this module's constants)
+
     return np.random.default_rng(np.random.SeedSequence([int(seed) % 2**64, *(int(k) for k in keys)]))
 
 

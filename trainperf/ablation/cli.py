@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from trainperf import registry
-from trainperf.ablation.measure import PRECISION, run_ablation, to_json
 from trainperf.contract.switches import FLAGS
 from trainperf.errors import ResultsError, UsageError
 from trainperf.fileio import atomic_write_bytes, atomic_write_text
-from trainperf.host import cpu_model
 from trainperf.paths import DEFAULT_OUT, default_data_dir
 from trainperf.registry import BENCHMARKS
-from trainperf.report.ablation import chart_png
 from trainperf.rules.closed import parse_overrides
 from trainperf.spec import SCALES, RunConfig
 
@@ -64,9 +61,11 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from trainperf import dist as dist_mod
+    from trainperf.ablation.measure import run_ablation, to_json
     from trainperf.harness import precision as precision_mod
     from trainperf.harness.runner import check_batch, seed_everything
     from trainperf.harness.torch_state import torch_state
+    from trainperf.report.ablation import chart_png
 
     console = Console(quiet=args.quiet)
     dist = dist_mod.DistContext(device=_device())
@@ -115,6 +114,8 @@ def _only(text: str | None) -> tuple[str, ...]:
     """``--switches compile,prefetch``: the switches' names as the flags spell them, checked."""
     if not text:
         return ()
+    from trainperf.ablation.measure import PRECISION  # the harness's switches: 12 ms, not for `trainperf --help`
+
     names = {flag.removeprefix("--"): name for name, flag in FLAGS.items()} | {"precision": PRECISION}
     chosen = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in chosen if t not in names]
@@ -137,6 +138,8 @@ def _device_name(device: Any) -> str:
         import torch  # torch-free at import (`trainperf --help` loads this module): torch when called
 
         return torch.cuda.get_device_name(device)
+    from trainperf.host import cpu_model  # the host probe (psutil): 20 ms to import, not for `trainperf --help`
+
     return cpu_model() or platform.processor() or platform.machine()
 
 
