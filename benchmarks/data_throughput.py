@@ -14,7 +14,8 @@ The fixtures (what is real-size, and how):
 
 - resnet: JPEGs of 500x375 at quality 90 (ImageNet's typical size), with smooth structure and grain (about 80 KB
   each), in ``train/<wnid>/``. Beside the reference path, its peer: the same images through the plain path
-  (PIL's ImageFolder loader, ``PlainReferenceTrainTransform``), as the reference path read them before.
+  (PIL's ImageFolder loader, ``PlainReferenceTrainTransform``, torch's default collation), as the reference path read
+  them before.
 - ssd: the OpenImages-MLPerf layout with images of 1024x768 (OpenImages' long side) and their COCO json.
 - maskrcnn: the COCO 2017 layout with images of 640x480 (COCO's typical size), polygons and crowd RLE scaled.
 - rnnt: LibriSpeech's layout, FLAC at 16 kHz, utterances of 10-16.5 s (train-clean-100's mean is 12.7 s).
@@ -256,7 +257,13 @@ def resnet_cases(tmp: Path) -> list[Case]:
     from trainperf.workloads.resnet import workload as resnet_workload
 
     described = write_resnet(tmp / "resnet" / "reference")
-    resnet_workload.DataLoader = _in_process_loader  # type: ignore[attr-defined]
+
+    def loader(dataset: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(dataset.transform, data.PlainReferenceTrainTransform):
+            kwargs["collate_fn"] = None  # the plain path's batches: torch's default collation, as before
+        return _in_process_loader(dataset, *args, **kwargs)
+
+    resnet_workload.DataLoader = loader  # type: ignore[attr-defined]
     new = build_workload("resnet", tmp, 16)
     old = build_workload("resnet", tmp, 16)
     from torchvision.datasets.folder import default_loader

@@ -22,8 +22,8 @@ def _photo(height: int, width: int, seed: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    "height,width", [(375, 500), (333, 500), (90, 60)]
-)  # ImageNet's common sizes, and one whose crops are all smaller than the output (upsampled)
+    "height,width", [(375, 500), (333, 500), (90, 60), (600, 450)]
+)  # ImageNet's common sizes, one whose crops are all smaller than the output (upsampled), one with crops over 448 tall
 def test_fast_transform_gives_the_plain_transforms_numbers_and_draws(height, width):
     image = Image.fromarray(_photo(height, width, height), "RGB")
     plain, fast = data.PlainReferenceTrainTransform(), data.ReferenceTrainTransform()
@@ -36,6 +36,18 @@ def test_fast_transform_gives_the_plain_transforms_numbers_and_draws(height, wid
         assert torch.rand(()) == after_plain
         assert got.shape == (3, 224, 224) and got.dtype == torch.float32
         assert torch.equal(got, expected), seed
+
+
+def test_cpu_batches_are_the_default_collations_values_in_channels_last_memory(tmp_path):
+    from torch.utils.data import default_collate
+
+    data.write_smoke_fixture(tmp_path)
+    train, _ = data.imagenet_datasets(tmp_path, classes=None)
+    samples = [train[i] for i in range(6)]
+    images, labels = data.collate_channels_last(samples)
+    expected_images, expected_labels = default_collate(samples)
+    assert images.shape == (6, 3, 224, 224) and images.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(images, expected_images) and torch.equal(labels, expected_labels)
 
 
 def _jpeg(pixels: np.ndarray, mode: str = "RGB", **options) -> bytes:

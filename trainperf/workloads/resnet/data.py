@@ -167,98 +167,90 @@ def _tf1_axis(n_in: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lower.astype(np.intp), upper.astype(np.intp), pos - lower
 
 
-class _Scratch:
-    """Work arrays of :func:`crop_flip_resize`, reused from one image to the next: allocating megabytes per
-    image (fresh pages each time) costs more than the arithmetic. Each is contiguous, so that numpy runs
-    every operation as one long loop (over rows of 224 x 3 values, not over pixels of 3)."""
-
-    def __init__(self) -> None:
-        n = OUTPUT_SIZE
-        self.near8 = np.empty((2 * n, n, 3), np.uint8)  # each output pixel's left neighbours, upper rows then lower
-        self.far8 = np.empty((2 * n, n, 3), np.uint8)  # and its right neighbours
-        self.near = np.empty((2 * n, n * 3), np.float32)
-        self.far = np.empty((2 * n, n * 3), np.float32)
-        self.vertical = np.empty((n, n * 3), np.float32)
-        self._rows = np.empty(0, np.uint8)
-
-    def rows(self, width: int) -> np.ndarray:
-        """A (2 x 224, width, 3) uint8 array (a view of one buffer, grown to the widest image seen)."""
-        size = 2 * OUTPUT_SIZE * width * 3
-        if self._rows.size < size:
-            self._rows = np.empty(size, np.uint8)
-        return self._rows[:size].reshape(2 * OUTPUT_SIZE, width, 3)
+_MEAN_ROW = torch.tensor(REFERENCE_MEAN_255).repeat(OUTPUT_SIZE)  # one output row's means, float32
 
 
-_MEAN_ROW = np.tile(np.asarray(REFERENCE_MEAN_255, dtype=np.float32), OUTPUT_SIZE)  # one output row's means
-
-
-def crop_flip_resize(
-    pixels: np.ndarray, window: tuple[int, int, int, int], flip: bool, scratch: _Scratch | None = None
-) -> np.ndarray:
+def crop_flip_resize(pixels: np.ndarray, window: tuple[int, int, int, int], flip: bool) -> torch.Tensor:
     """The crop ``window`` (top, left, height, width) of an (H, W, 3) uint8 image, flipped when ``flip``,
     resized to 224x224 by :func:`tf1_resize_bilinear`'s rule, the channel means subtracted: a new (224, 224, 3)
-    float32 array, bit for bit :class:`PlainReferenceTrainTransform`'s numbers.
+    float32 tensor, bit for bit :class:`PlainReferenceTrainTransform`'s numbers.
 
-    Only the four neighbours of each output pixel are read (two rows of the image per output row, two columns
-    per output column), never the whole crop; a flip reverses the columns read. The arithmetic is the
-    reference resize's, in its order (along each row, then between rows), in float32. ``scratch``: work arrays
-    to reuse (one per process; not shared between threads).
+    Only the pixels the resize samples are read: the two columns of each output column (a flip reverses the
+    columns read), in the rows the resize reads. Those are every row of the crop when it is at most 448 rows
+    tall (each output row reads a row and the next, and consecutive output rows are at most two rows apart), so
+    the crop's rows are used in place and each is interpolated along its row once, even where two output rows
+    share it; a taller crop's 448 rows are gathered first. Then between rows, for each output row. The arithmetic
+    is the reference resize's, in its order (along each row, then between rows), in float32: separate
+    elementwise operations, each rounded as there.
     """
-    s = scratch or _Scratch()
     top, left, h, w = window
+    n = OUTPUT_SIZE
     y0, y1, wy = _tf1_axis(h)
     x0, x1, wx = _tf1_axis(w)
     if flip:  # column j of the flipped crop is column w - 1 - j of the crop
         x0, x1 = (w - 1) - x0, (w - 1) - x1
-    n = OUTPUT_SIZE
-    rows = np.take(pixels, np.concatenate([y0, y1]) + top, axis=0, out=s.rows(pixels.shape[1]))  # upper, lower rows
-    np.take(rows, x0 + left, axis=1, out=s.near8)
-    np.take(rows, x1 + left, axis=1, out=s.far8)
-    near, horizontal = s.near, s.far
-    near[...] = s.near8.reshape(2 * n, n * 3)
-    horizontal[...] = s.far8.reshape(2 * n, n * 3)
-    horizontal -= near  # along each row: near + (far - near) * wx, for the upper and the lower rows at once
-    horizontal *= np.repeat(wx, 3)
-    horizontal += near
-    upper, lower = horizontal[:n], horizontal[n:]
-    vertical = np.subtract(lower, upper, out=s.vertical)  # then between rows: upper + (lower - upper) * wy
-    vertical *= wy[:, None]
-    vertical += upper
-    return np.subtract(vertical, _MEAN_ROW).reshape(n, n, 3)
+    if h <= 2 * n:
+        rows = torch.from_numpy(pixels[top : top + h])  # a view: the rows of a C-contiguous image are contiguous
+    else:
+        rows = torch.from_numpy(np.take(pixels, np.concatenate([y0, y1]) + top, axis=0))
+        y0, y1 = np.arange(n), np.arange(n, 2 * n)
+    r = rows.shape[0]
+    near = rows.index_select(1, torch.from_numpy(x0 + left)).reshape(r, n * 3).float()
+    horizontal = rows.index_select(1, torch.from_numpy(x1 + left)).reshape(r, n * 3).float()
+    horizontal.sub_(near).mul_(torch.from_numpy(np.repeat(wx, 3))).add_(near)  # near + (far - near) * wx
+    upper = horizontal.index_select(0, torch.from_numpy(y0))
+    vertical = horizontal.index_select(0, torch.from_numpy(y1))  # lower rows
+    vertical.sub_(upper).mul_(torch.from_numpy(wy[:, None])).add_(upper)  # upper + (lower - upper) * wy
+    return vertical.sub_(_MEAN_ROW).view(n, n, 3)
 
 
 class ReferenceTrainTransform:
     """The reference's training preprocessing (:class:`PlainReferenceTrainTransform`'s numbers, bit for bit, and
     the same draws from torch's default generator, in the same order) of an (H, W, 3) uint8 image or an RGB PIL
     image: the crop window and the flip are drawn first, then :func:`crop_flip_resize` reads only the pixels the
-    resize samples. Out: (3, 224, 224) float32, a channels-first view of a channels-last array (a batch of them
-    collates to the same numbers)."""
-
-    _scratch: _Scratch | None = None  # made on first use, in the process that uses it (a DataLoader worker)
+    resize samples. Out: (3, 224, 224) float32, a channels-first view of a channels-last tensor
+    (:func:`collate_channels_last` batches them without reordering their memory)."""
 
     def __call__(self, pixels) -> torch.Tensor:
-        pixels = np.asarray(pixels)
+        pixels = np.ascontiguousarray(pixels)
         window = distorted_box_window(pixels.shape[0], pixels.shape[1])
         flip = float(torch.rand(())) < 0.5
-        if self._scratch is None:
-            self._scratch = _Scratch()
-        return torch.from_numpy(crop_flip_resize(pixels, window, flip, self._scratch)).permute(2, 0, 1)
+        return crop_flip_resize(pixels, window, flip).permute(2, 0, 1)
 
-    def __getstate__(self) -> dict:
-        return {}  # the work arrays stay behind when the dataset is sent to a spawned worker
+
+def collate_channels_last(samples: list[tuple[torch.Tensor, int]]) -> list[torch.Tensor]:
+    """torch's default collation of (image, label) samples, the images batched in channels-last memory: an
+    (N, 3, 224, 224) tensor whose memory is (N, 224, 224, 3), the layout the model trains in (so the step's
+    ``contiguous(memory_format=torch.channels_last)`` copies nothing), with the same values as the default
+    collation's. Each :class:`ReferenceTrainTransform` output is a view of such memory, so the batch is one
+    contiguous copy of each image, not a transposition; in a DataLoader worker it is written to shared memory,
+    as the default collation writes it."""
+    from torch.utils.data import default_collate
+
+    images, labels = default_collate([(x.permute(1, 2, 0), y) for x, y in samples])
+    return [images.permute(0, 3, 1, 2), labels]
 
 
 def read_rgb(path: str | Path) -> np.ndarray:
     """An image file as an (H, W, 3) uint8 array, the pixels torchvision's ImageFolder loader gives (PIL,
-    converted to RGB): a three-channel JPEG is decoded by torchvision's libjpeg-turbo decoder (the same
-    numbers as PIL's, tests/unit/test_resnet_fast_path.py, and faster: no PIL image to copy out of); anything
-    else (greyscale, CMYK, a PNG named .JPEG, as ImageNet holds a few) is read by PIL as ImageFolder does."""
-    from torchvision.io import decode_jpeg, read_file
+    converted to RGB). A JPEG whose header says YCbCr or RGB (ImageNet's all but a few) is decoded by
+    simplejpeg's libjpeg-turbo straight into a numpy array (the same numbers as PIL's and torchvision's
+    decoders, tests/unit/test_resnet_fast_path.py, and faster: no PIL image or tensor to copy out of); one it
+    refuses, even for a recoverable error, is read as before: torchvision's decoder when that gives three
+    channels, else PIL as ImageFolder reads it (greyscale, CMYK, a PNG named .JPEG, as ImageNet holds a few)."""
+    import simplejpeg
 
-    raw = read_file(str(path))
-    if raw[:2].tolist() == [0xFF, 0xD8]:
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\xff\xd8":
         try:
-            image = decode_jpeg(raw)
+            if simplejpeg.decode_jpeg_header(raw)[2] in ("YCbCr", "RGB"):
+                return simplejpeg.decode_jpeg(raw, "RGB")
+        except ValueError:
+            pass
+        from torchvision.io import decode_jpeg
+
+        try:
+            image = decode_jpeg(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
         except RuntimeError:
             image = None
         if image is not None and image.shape[0] == 3:

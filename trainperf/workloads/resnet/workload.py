@@ -169,7 +169,7 @@ class ResNetWorkload(Workload):
             drop_last=True,
             pin_memory=self.device.type == "cuda",
             persistent_workers=True,
-            collate_fn=gpu_decode.collate if self.device.type == "cuda" else None,
+            collate_fn=gpu_decode.collate if self.device.type == "cuda" else data.collate_channels_last,
         )
         epoch = 0
         while True:
