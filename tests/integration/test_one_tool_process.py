@@ -56,9 +56,8 @@ def test_the_one_process_reports_what_each_tool_reports_alone(package, tmp_path)
 
     pc_alone = official.run_package_checker(alone, tmp_path / "b-work" / "pc", RULESET)
     summary_alone = official.run_result_summarizer(alone, tmp_path / "b-work" / "rs", ["resnet"], RULESET)
-    (rcp_alone,) = official.run_rcp_checkers(
-        [official.RcpJob(alone / "results" / SYSTEM / "resnet", tmp_path / "b-rcp")], tmp_path / "b-batch", alone, RULESET
-    )
+    job = official.RcpJob(alone / "results" / SYSTEM / "resnet", tmp_path / "b-rcp")
+    (rcp_alone,) = official.run_rcp_checkers([job], tmp_path / "b-batch", alone, RULESET)
     assert (pc.finished, pc.found_errors, pc.general, pc.errors, pc.warnings) == (
         pc_alone.finished,
         pc_alone.found_errors,
@@ -71,7 +70,11 @@ def test_the_one_process_reports_what_each_tool_reports_alone(package, tmp_path)
     assert pc.ran.rc == pc_alone.ran.rc == 0
     assert (summary.scores, summary.notices) == (summary_alone.scores, summary_alone.notices)
     assert _same(summary.ran.raw, together, alone) == _same(summary_alone.ran.raw, together, alone)
-    assert (rcp.passed, rcp.message, rcp.submission_epochs) == (rcp_alone.passed, rcp_alone.message, rcp_alone.submission_epochs)
+    assert (rcp.passed, rcp.message, rcp.submission_epochs) == (
+        rcp_alone.passed,
+        rcp_alone.message,
+        rcp_alone.submission_epochs,
+    )
 
     # the compliance checker's output on each file: that of trainperf's own checker batch on the same bytes
     pending = [compliance._prepare(f, key="resnet", ruleset=RULESET) for f in files]
