@@ -7,7 +7,8 @@ files and ``summary.json`` into the working folder, and the package checker and 
 copy of a package (see :mod:`trainperf.submission.review`), after :mod:`trainperf.rules.gate` has kept out
 every file whose values would lead them to other files, and each runs confined where the machine allows
 it (:mod:`trainperf.confine`: no network; with bubblewrap, only its own folders writable). trainperf never
-evaluates their output; it reads log lines and a CSV.
+evaluates their output; it reads log lines and a CSV. A review runs a package's tools in one confined process
+(:mod:`trainperf.submission.tool_plan`): while its plan is registered, the functions here take their results from it.
 
 Quirks of 4.1.68 that this module works around:
 
@@ -324,7 +325,9 @@ def run_result_summarizer(
     """``python -m mlperf_logging.result_summarizer ORG_DIR training RULESET --csv FILE``, its scores read back."""
     table = workdir / "summary.csv"
     ran = _planned(org_dir, "result_summarizer")
-    if ran is None:
+    if ran is not None:
+        ran, table = ran
+    else:
         for written in org_dir.glob("results/*/*/scaling.json"):  # the package checker's, in the private copy
             written.unlink()
         ran = _run(

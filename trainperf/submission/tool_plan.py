@@ -86,13 +86,19 @@ class ToolPlan:
         return out
 
     def result(self, name: str, spec: Any = None) -> Any:
-        """The task's result (ToolRun; for "rcp", a ToolRun or None per job), None when it was not reported."""
+        """The task's result (a ToolRun; for "result_summarizer", the ToolRun and the path of its CSV; for "rcp", a
+        ToolRun or None per job), None when it was not reported."""
         with self._lock:
             if self.results is None:
                 self.results = _run_plan(self)
         for (tool, task, _), res in zip(self.tasks(), self.results, strict=True):
             if tool == name and (spec is None or task.get("spec") == spec):
-                return _tool_run(tool, res, self.confinement) if tool != "rcp" else _rcp_runs(res, task, self)
+                if tool == "rcp":
+                    return _rcp_runs(res, task, self)
+                ran = _tool_run(tool, res, self.confinement)
+                if tool == "result_summarizer" and ran is not None:
+                    return ran, Path(task["argv"][-1])  # and the CSV it wrote
+                return ran
         return None
 
     def compliance_outcome(self, path: Path, config: Path | None, ruleset: str) -> dict[str, Any] | None:
