@@ -63,13 +63,30 @@ from mlperf_logging.rcp_checker import rcp_checker  # noqa: E402
 from mlperf_logging.result_summarizer import result_summarizer  # noqa: E402
 
 
-class _Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
+@contextlib.contextmanager
+def _capturing() -> Any:
+    """Every log record made in the block, whatever the root logger's level, so that they can be given again at any
+    level; the handlers get those of the level the logger lets through, as without the block."""
+    root = logging.getLogger()
+    level, records = root.getEffectiveLevel(), []
+    before = root.__dict__.get("handle")
+    passed_on = root.handle
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
+    def handle(record: logging.LogRecord) -> None:
+        records.append(record)
+        if record.levelno >= level:
+            passed_on(record)
+
+    root.handle = handle  # type: ignore[method-assign]
+    root.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        root.setLevel(level)
+        if before is None:
+            del root.handle
+        else:
+            root.handle = before  # type: ignore[method-assign]
 
 
 def _digest(path: str) -> tuple[str, str]:
@@ -78,8 +95,12 @@ def _digest(path: str) -> tuple[str, str]:
 
 
 def _replay(records: list[logging.LogRecord]) -> None:
+    """The records given again, as the ``logging.info``-style calls that made them give them: a root logger without
+    handlers is first given logging's basic one (``logging.basicConfig()``)."""
     root = logging.getLogger()
     for record in records:
+        if not root.handlers:
+            logging.basicConfig()
         if record.levelno >= root.getEffectiveLevel():
             root.handle(record)
 
@@ -96,13 +117,9 @@ def _memoize(owner: Any, name: str, key: Any) -> None:
             records, result = done[k]
             _replay(records)
             return copy.deepcopy(result)
-        capture = _Capture()
-        logging.getLogger().addHandler(capture)
-        try:
+        with _capturing() as records:
             result = original(*args, **kwargs)
-        finally:
-            logging.getLogger().removeHandler(capture)
-        done[k] = (capture.records, copy.deepcopy(result))
+        done[k] = (records, copy.deepcopy(result))
         return result
 
     setattr(owner, name, once)
@@ -129,12 +146,10 @@ class _CheckFile:
             # made as a checker that keeps warnings, its closing log_messages left out; both given below
             quiet, checker.quiet = checker.quiet, False
             checker.log_messages = lambda: None
-            capture = _Capture()
-            logging.getLogger().addHandler(capture)
             try:
-                self._check_file(checker, filename, config_file)
+                with _capturing() as records:
+                    self._check_file(checker, filename, config_file)
             finally:
-                logging.getLogger().removeHandler(capture)
                 del checker.log_messages
                 checker.quiet = quiet
             state = (
@@ -142,7 +157,7 @@ class _CheckFile:
                 copy.deepcopy(checker.overwritable),
                 list(checker.not_overwritable),
             )
-            self.done[key] = (capture.records, *state)
+            self.done[key] = (records, *state)
         else:
             records, warnings, overwritable, not_overwritable = self.done[key]
             _replay(records)
