@@ -257,19 +257,21 @@ class _Tasks:
         self._lock = threading.Lock()
 
     def step(self, done: int, total: int) -> None:
-        """The package's tool process finished ``done`` of its ``total`` tasks."""
+        """The package's tool process finished ``done`` of its ``total`` tasks: the progress from then on."""
         with self._lock:
             self.steps, self.steps_total = done, total
         self._report()
 
     def finish(self) -> None:
         with self._lock:
+            left = self.steps < self.steps_total
             self.steps = self.steps_total
-        self._report()
+        if left:
+            self._report()
 
     def _report(self) -> None:
         with self._lock:
-            done, total = self.done + self.steps, self.total + self.steps_total
+            done, total = (self.steps, self.steps_total) if self.steps_total else (self.done, self.total)
         if self.progress is not None and total:
             self.progress(done, total)
 
@@ -283,4 +285,6 @@ class _Tasks:
     def _finished(self, _: Future) -> None:
         with self._lock:
             self.done += 1
-        self._report()
+            counted = not self.steps_total  # counted by the package's tool process's tasks where it ran
+        if counted:
+            self._report()
