@@ -25,6 +25,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 CONFINE_ENV = "TRAINPERF_CONFINE"  # "0": run the official tools unconfined
 _PROBE_TIMEOUT_S = 20
@@ -95,6 +96,19 @@ def run_confined(
         errors="replace",  # a tool's output is shown or parsed, never a reason to fail
         timeout=timeout_s,
         check=False,
+    )
+
+
+def start_confined(
+    confined: Confinement, cmd: Sequence[str], *, cwd: Path, stdout: IO[bytes], stderr: IO[bytes],
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start an official tool's ``cmd`` under ``confined`` as :func:`run_confined` runs it (in ``cwd``, no input, this
+    process's environment plus ``env``), its output into the files ``stdout`` and ``stderr``, and return at once: for a
+    caller that watches the tool's progress and stops it at its own limits."""
+    return subprocess.Popen(
+        confined.wrap(cmd), cwd=cwd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, stdout=stdout,
+        stderr=stderr,
     )
 
 

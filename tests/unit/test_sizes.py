@@ -12,12 +12,9 @@ ROOT = Path(trainperf.__file__).resolve().parent
 MAX_FUNCTION_LINES = 80
 MAX_FILE_LINES = 500
 
-STILL_OVER = {
-    # files (path under trainperf/)
-    "submission/review.py",
-    # functions (path::qualified name), from the ``def`` line to the last
-    "submission/review.py::review",
-}
+# files (path under trainperf/) and functions (path::qualified name, from the ``def`` line to the last) still over
+# the limits; empty: every file and function is within them
+STILL_OVER: set[str] = set()
 
 
 def _functions(tree: ast.Module) -> list[tuple[str, int]]:

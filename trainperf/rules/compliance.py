@@ -419,3 +419,29 @@ def _finish(
     passed = (rc == 0 or bool(moved)) and not problems
     res = result(passed, problems, raw, warnings, confined.note)
     return dataclasses.replace(res, round_only=passed and rc != 0)
+
+
+
+def check_logs_with(
+    paths: list[Path],
+    run: Callable[[Path, bytes, Path | None, str], tuple[int | None, str, str, Confinement] | None],
+    *,
+    keys: list[str | None],
+    ruleset: str | None = None,
+) -> list[CheckResult | TrainperfError]:
+    """:func:`check_logs`, taking the official checker's output on a file from ``run(path, the bytes the gate
+    passed, rule file, ruleset)`` where it gives one (the checker run elsewhere on those bytes, e.g. in a package's
+    one tool process); the other files are checked as :func:`check_logs` checks them."""
+    done: list[Any] = []
+    for i, path in enumerate(paths):
+        try:
+            p = _prepare(Path(path), key=keys[i], ruleset=ruleset)
+        except TrainperfError as e:
+            p = e
+        outcome = run(p.path, p.data, p.config, p.ruleset) if isinstance(p, _Pending) else None
+        done.append(p.finish(*outcome) if isinstance(p, _Pending) and outcome is not None else p)
+    rest = [i for i, p in enumerate(done) if isinstance(p, _Pending)]
+    checked = check_logs([paths[i] for i in rest], keys=[keys[i] for i in rest], ruleset=ruleset)
+    for i, result in zip(rest, checked, strict=True):
+        done[i] = result
+    return done

@@ -1,4 +1,5 @@
-"""Run MLCommons' rcp_checker on many benchmark folders in one interpreter (started by ``official.run_rcp_checkers``).
+"""Run MLCommons' rcp_checker on many benchmark folders in one interpreter (started by ``official.run_rcp_checkers``;
+``_batch_tools.py`` runs its ``_check`` in a package's one tool process).
 
     python _batch_rcp.py --out RESULTS.jsonl SPEC.json
 

@@ -53,8 +53,8 @@ def add_parser(subparsers: Any) -> None:
         type=_jobs,
         default=None,
         metavar="N",
-        help="official-tool processes run at once (default: the CPUs this process may use); the verdicts are the "
-        "same for any N",
+        help="official-tool processes run at once at most (a package's tools run in one; default: the CPUs this "
+        "process may use); the verdicts are the same for any N",
     )
     r.add_argument(
         "--ruleset",

@@ -7,7 +7,8 @@ files and ``summary.json`` into the working folder, and the package checker and 
 copy of a package (see :mod:`trainperf.submission.review`), after :mod:`trainperf.rules.gate` has kept out
 every file whose values would lead them to other files, and each runs confined where the machine allows
 it (:mod:`trainperf.confine`: no network; with bubblewrap, only its own folders writable). trainperf never
-evaluates their output; it reads log lines and a CSV.
+evaluates their output; it reads log lines and a CSV. A review runs a package's tools in one confined process
+(:mod:`trainperf.submission.tool_plan`): while its plan is registered, the functions here take their results from it.
 
 Quirks of 4.1.68 that this module works around:
 
@@ -34,6 +35,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainperf.confine import confinement, output_so_far, run_confined
 from trainperf.spec import MLPERF_RULESET
@@ -125,7 +127,13 @@ _PACKAGE_WARNINGS = ("does not comply", "do not comply", "Unknown files", "do no
 
 def run_package_checker(org_dir: Path, workdir: Path, ruleset: str = MLPERF_RULESET) -> PackageCheck:
     """``python -m mlperf_logging.package_checker ORG_DIR training RULESET``, its log split per benchmark."""
-    ran = _run("package_checker", [str(org_dir), USAGE, ruleset], workdir=workdir, writes=org_dir)
+    ran = _planned(org_dir, "package_checker")
+    if ran is None:
+        ran = _run("package_checker", [str(org_dir), USAGE, ruleset], workdir=workdir, writes=org_dir)
+    return _read_package_check(ran, org_dir)
+
+
+def _read_package_check(ran: ToolRun, org_dir: Path) -> PackageCheck:
     text = ran.log or ran.err
     check = PackageCheck(
         ran=ran,
@@ -228,19 +236,16 @@ def run_rcp_checkers(jobs: list[RcpJob], workdir: Path, writes: Path, ruleset: s
     every job's folder."""
     if not jobs:
         return []
+    planned = _planned(writes, "rcp", _rcp_specs(jobs, ruleset))
+    if planned is not None:
+        return [
+            _read_rcp(ran) if ran is not None else _rcp_alone(job, ruleset)
+            for ran, job in zip(planned, jobs, strict=True)
+        ]
     workdir.mkdir(parents=True, exist_ok=True)
     spec = workdir / "rcp_jobs.json"
     results = workdir / "rcp_results.jsonl"
-    specs = [
-        {
-            "dir": str(job.benchmark_dir),
-            "version": ruleset,
-            "custom_rcps": str(job.custom_rcps) if job.custom_rcps is not None else None,
-            "train_samples": bool(job.samples_flag),  # the benchmark's rcp_train_samples_flag given
-            "log": str(job.workdir / "rcp_checker.log"),
-        }
-        for job in jobs
-    ]
+    specs = _rcp_specs(jobs, ruleset)
     spec.write_text(json.dumps(specs), encoding="utf-8")
     env = {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     confined = confinement(writable=[workdir, writes])
@@ -265,17 +270,26 @@ def run_rcp_checkers(jobs: list[RcpJob], workdir: Path, writes: Path, ruleset: s
             except (ValueError, KeyError, TypeError):
                 break  # a line cut by the time limit: the rest is run alone
             reported.append(_read_rcp(ran))
-    for job in jobs[len(reported) :]:
-        reported.append(
-            run_rcp_checker(
-                job.benchmark_dir,
-                job.workdir,
-                custom_rcps=job.custom_rcps,
-                samples_flag=job.samples_flag,
-                ruleset=ruleset,
-            )
-        )
-    return reported
+    return reported + [_rcp_alone(job, ruleset) for job in jobs[len(reported) :]]
+
+
+def _rcp_alone(job: RcpJob, ruleset: str) -> RcpCheck:
+    return run_rcp_checker(
+        job.benchmark_dir, job.workdir, custom_rcps=job.custom_rcps, samples_flag=job.samples_flag, ruleset=ruleset
+    )
+
+
+def _rcp_specs(jobs: list[RcpJob], ruleset: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "dir": str(job.benchmark_dir),
+            "version": ruleset,
+            "custom_rcps": str(job.custom_rcps) if job.custom_rcps is not None else None,
+            "train_samples": bool(job.samples_flag),  # the benchmark's rcp_train_samples_flag given
+            "log": str(job.workdir / "rcp_checker.log"),
+        }
+        for job in jobs
+    ]
 
 
 # --- result_summarizer ----------------------------------------------------------------------------
@@ -291,13 +305,19 @@ def run_result_summarizer(
 ) -> Summary:
     """``python -m mlperf_logging.result_summarizer ORG_DIR training RULESET --csv FILE``, its scores read back."""
     table = workdir / "summary.csv"
-    ran = _run(
-        "result_summarizer",
-        [str(org_dir), USAGE, ruleset, "--csv", str(table)],
-        workdir=workdir,
-        writes=org_dir,
-        log_output=False,
-    )
+    ran = _planned(org_dir, "result_summarizer")
+    if ran is not None:
+        ran, table = ran
+    else:
+        for written in org_dir.glob("results/*/*/scaling.json"):  # the package checker's, in the private copy
+            written.unlink()
+        ran = _run(
+            "result_summarizer",
+            [str(org_dir), USAGE, ruleset, "--csv", str(table)],
+            workdir=workdir,
+            writes=org_dir,
+            log_output=False,
+        )
     scores: dict[tuple[str, str], float | None] = {}
     if table.exists():
         with table.open(newline="", encoding="utf-8") as f:
@@ -317,3 +337,11 @@ def run_result_summarizer(
         or re.search(r" in \S*results/", line)
     ]
     return Summary(ran=ran, scores=scores, notices=notices)
+
+
+def _planned(org_dir: Path, name: str, spec: Any = None) -> Any:
+    """The result of a tool run that a registered :class:`trainperf.submission.tool_plan.ToolPlan` made for the
+    package at ``org_dir`` (all of them in one process), or None: run it alone."""
+    from trainperf.submission import tool_plan  # it runs this module's tools; imported here, not at the top
+
+    return tool_plan.result_for(org_dir, name, spec)

@@ -1,0 +1,139 @@
+"""Step (d) of a package review (:mod:`trainperf.submission.review`): the official rcp_checker planned, run and read
+for every benchmark, against the official (reference) or trainperf's (mini) RCPs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainperf import registry
+from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
+from trainperf.rules import rulesets
+from trainperf.spec import MLPERF_RULESET
+from trainperf.submission import official
+from trainperf.submission.bench_checks import (
+    _PC_RCP_FAILED,
+    _Bench,
+    _first,
+    _round_gap,
+    _runs_required,
+)
+from trainperf.submission.layout import Layout
+from trainperf.submission.package import mini_rcp_path
+
+
+@dataclass(kw_only=True)
+class _RcpRuns:
+    custom: Path | None  # trainperf's mini RCP table, or None: the official v2.0 RCPs
+    provisional: bool
+    note: str
+    first: official.RcpCheck
+    samples: official.RcpCheck | None = None  # again, counting train_samples (the benchmark's rcp_train_samples_flag)
+
+
+def _plan_rcp(bench: _Bench, copy: Path, work: Path) -> tuple[_RcpRuns, official.RcpJob, str] | str:
+    """(d), planned: the RCP checker's run for ``bench`` (its :class:`_RcpRuns` to fill, the job, the benchmark's
+    train-samples flag), or why it is not run (a str: ``bench.rcp``'s text)."""
+    need, _ = _runs_required(bench)
+    known = bench.benchmark in _BENCHMARK_NAMES
+    if known and not registry.benchmark(bench.benchmark).mlperf_rcps:
+        return f"not applicable (MLPerf has no RCPs for {bench.benchmark})"
+    if len(bench.runs) != need or any(
+        not r.records
+        or _first(r.records, "submission_benchmark") != bench.benchmark
+        or _first(r.records, "global_batch_size") is None
+        for r in bench.runs
+    ):
+        return f"not checked: it needs the {need} runs, each logging submission_benchmark and global_batch_size"
+    custom, provisional, note = None, False, f"the official {rulesets.round_name(bench.ruleset)} RCPs"
+    if bench.scale == "mini":
+        custom = mini_rcp_path(bench.benchmark)
+        if not custom.is_file():
+            bench.warnings.append(f"RCP not checked: trainperf has no mini RCPs for {bench.benchmark} yet")
+            return f"not checked: trainperf has no mini RCPs for {bench.benchmark} yet"
+        table = json.loads(custom.read_text(encoding="utf-8"))  # trainperf's own file, not the package's
+        provisional = any(rec.get("Provisional") for rec in table.values())
+        runs = max(len(rec.get("Epochs to converge", [])) for rec in table.values())
+        note = f"trainperf's mini RCPs ({'provisional, ' if provisional else ''}{runs} reference runs)"
+    folder = copy / "results" / bench.system / bench.benchmark
+    where = work / f"rcp_{bench.system}_{bench.benchmark}"
+
+    flag = registry.benchmark(bench.benchmark).rcp_train_samples_flag if known else ""
+    job = official.RcpJob(folder, where, custom_rcps=custom)
+    return _RcpRuns(custom=custom, provisional=provisional, note=note, first=None), job, flag  # type: ignore[arg-type]
+
+
+def _run_rcps(
+    plans: dict[tuple[str, str], Any], copy: Path, work: Path, ruleset: str = MLPERF_RULESET
+) -> dict[tuple[str, str], Any]:
+    """(d), run: every planned RCP check in one rcp_checker process (:func:`official.run_rcp_checkers`), then,
+    in a second, each failed bert check again counting train_samples. By benchmark: its :class:`_RcpRuns`, or
+    why it was not run."""
+    jobs = {k: plan for k, plan in plans.items() if not isinstance(plan, str)}
+    firsts = official.run_rcp_checkers([job for _, job, _ in jobs.values()], work / "rcp_checker", copy, ruleset)
+    for (runs, _, _), first in zip(jobs.values(), firsts, strict=True):
+        runs.first = first
+    # bert counts samples to converge; a log may give them in train_samples rather than epoch_num, which the
+    # round's tools read with --rcp_bert_train_samples (Baidu's v2.0 bert passes the v2.0 package checker so)
+    again = {
+        k: official.RcpJob(job.benchmark_dir, Path(f"{job.workdir}_samples"), samples_flag=flag)
+        for k, (runs, job, flag) in jobs.items()
+        if flag and not runs.first.passed and not runs.first.ran.crashed and runs.custom is None
+    }
+    seconds = official.run_rcp_checkers(list(again.values()), work / "rcp_checker_samples", copy, ruleset)
+    for k, second in zip(again, seconds, strict=True):
+        jobs[k][0].samples = second
+    return {k: plan if isinstance(plan, str) else plan[0] for k, plan in plans.items()}
+
+
+def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[str], started: Any) -> None:
+    """(d) the official rcp_checker against the official (reference) or trainperf's (mini) RCPs: the findings of
+    the run(s) :func:`_start_rcp` started."""
+    if isinstance(started, str):
+        bench.rcp = started
+        return
+    runs: _RcpRuns = started
+    rcp, note, provisional = runs.first, runs.note, runs.provisional
+    if bench.scale == "mini":
+        division = _first(bench.runs[0].records, "trainperf_division") or "open"
+    else:
+        division = layout.divisions.get(bench.system, "open")
+    raw[f"rcp_checker {bench.system}/{bench.benchmark}"] = rcp.ran.log or rcp.ran.raw
+    notes.append(rcp.ran.confinement)
+    if runs.samples is not None:
+        again = runs.samples
+        flag = registry.benchmark(bench.benchmark).rcp_train_samples_flag
+        raw[f"rcp_checker {flag} {bench.system}/{bench.benchmark}"] = again.ran.log or again.ran.raw
+        if again.passed:
+            rcp, note = again, f"{note}, {bench.benchmark}'s samples read from train_samples ({flag})"
+            moved = [p for p in bench.problems if p.startswith(_PC_RCP_FAILED)]
+            bench.problems = [p for p in bench.problems if p not in moved]
+            bench.warnings += [
+                f"{p} (counting epoch_num; with the rcp_checker's {flag} the RCP check passes, see RCP)" for p in moved
+            ]
+    if rcp.ran.crashed:
+        bench.rcp = f"could not be checked: {rcp.message}"
+        gap = _round_gap(rcp.ran, {(bench.system, bench.benchmark): bench}, bench.ruleset)
+        (bench.warnings if gap else bench.problems).append(f"RCP check {bench.rcp}{gap}")
+        return
+    detail = ""
+    if rcp.submission_epochs is not None and rcp.min_epochs is not None:
+        detail = (
+            f": the runs' mean epochs to converge (olympic) is {rcp.submission_epochs:.3f}; the RCP's mean is "
+            f"{rcp.rcp_mean:.3f} and the fastest it accepts is {rcp.min_epochs:.3f}"
+        )
+    if rcp.passed:
+        bench.rcp = f"passed ({rcp.message}, {note}){detail}"
+        return
+    bench.rcp = f"failed ({rcp.message}, {note}){detail}"
+    advice = (
+        "; a recipe that converges faster than the reference runs needs its own RCPs (MLPerf: submit RCPs for "
+        "this batch size), or use the reference hyperparameters"
+    )
+    if provisional or division != "closed":
+        why = "the RCP is provisional" if provisional else f"RCPs bind closed-division runs only (this is {division})"
+        bench.warnings.append(f"RCP check {bench.rcp}{advice} (a warning, not a failure: {why})")
+    else:
+        bench.problems.append(f"RCP check {bench.rcp}{advice}")

@@ -1,0 +1,192 @@
+"""A package review's result (:mod:`trainperf.submission.review`): one :class:`Verdict` per (system, benchmark),
+the :class:`Review`, and the review as JSON-ready data."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainperf.rules import rulesets
+from trainperf.scoring import Score, score_results
+from trainperf.spec import MLPERF_RULESET
+from trainperf.submission import official
+from trainperf.submission.bench_checks import _Bench, _runs_required
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """The review of one benchmark of one system: passed when it has no problems."""
+
+    system: str
+    benchmark: str
+    scale: str
+    runs: int
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    rcp: str = "not checked"
+    score: Score | None = None  # trainperf's olympic score
+    summarizer_minutes: float | None = None  # the official result_summarizer's score
+    scaling: float | None = None  # the review committee's factor (scaling.json); None: none
+
+    @property
+    def scaled_minutes(self) -> float | None:
+        """trainperf's score as MLCommons publishes it: the raw olympic score times scaling.json's factor."""
+        if self.score is None or self.score.minutes is None:
+            return None
+        return self.score.minutes * (self.scaling or 1.0)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class Review:
+    package: Path
+    org: str
+    verdicts: list[Verdict]
+    problems: list[str] = field(default_factory=list)  # about the package as a whole
+    warnings: list[str] = field(default_factory=list)  # about the package as a whole
+    raw: dict[str, str] = field(default_factory=dict)  # each official tool's output
+    confinement: str = ""  # how the official tools ran: "confined: ..." or "not confined: <why>"; "" if none ran
+    ruleset: str = MLPERF_RULESET  # the MLPerf Training ruleset the package was reviewed by (its round's)
+    ruleset_source: str = ""  # where that ruleset comes from, in words
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdicts) and not self.problems and all(v.passed for v in self.verdicts)
+
+
+def _verdict(bench: _Bench, summary: official.Summary | None, scaling: float | None = None) -> Verdict:
+    need, dropped = _runs_required(bench)
+    results = [
+        (True, r.logged.minutes)
+        if r.compliant and r.logged and r.logged.success and r.logged.minutes is not None
+        else (False, math.inf)
+        for r in bench.runs
+    ]
+    starts = [r.logged.start_ms if r.logged else None for r in bench.runs]
+    ours = score_results(results, runs_required=need, dropped=dropped, start_times=starts) if results else None
+    theirs = summary.scores.get((bench.system, bench.benchmark)) if summary else None
+    warnings = list(bench.warnings)
+    if summary:
+        where = f"{bench.system}/{bench.benchmark}"
+        warnings += [f"result_summarizer: {n}" for n in summary.notices if where in n]
+    a = ours.minutes if ours else None
+    if summary and ((a is None) != (theirs is None) or (a is not None and not math.isclose(a, theirs, rel_tol=1e-9))):
+        why = _why_scores_differ(bench, ours, summary)
+        warnings.append(
+            f"trainperf's score ({minutes_text(a)}) differs from result_summarizer's ({minutes_text(theirs)})"
+            + (f": {why}" if why else "")
+        )
+    return Verdict(
+        system=bench.system,
+        benchmark=bench.benchmark,
+        scale=bench.scale,
+        runs=len(bench.runs),
+        problems=list(dict.fromkeys(bench.problems)),
+        warnings=list(dict.fromkeys(warnings)),
+        rcp=bench.rcp,
+        score=ours,
+        summarizer_minutes=theirs,
+        scaling=scaling,
+    )
+
+
+def _why_scores_differ(bench: _Bench, ours: Score | None, summary: official.Summary) -> str:
+    reasons = []
+    if ours is not None and not ours.valid:
+        reasons.append(f"trainperf's is a {ours.label} ({ours.note})")
+    dropped = " ".join(n for n in summary.notices if "Compliance check failed" in n)
+    kept = [r for r in bench.runs if r.records and not r.compliant and f"/{r.name}" not in dropped]
+    aborted = [r.name for r in kept if r.logged and r.logged.status == "aborted"]
+    other = [r.name for r in kept if r.name not in aborted]
+    if aborted:
+        reasons.append(
+            f"the summarizer counts the minutes of {', '.join(aborted)}, which stopped with status 'aborted' "
+            f"(the {rulesets.round_name(bench.ruleset)} open rules do not check run_stop's status); trainperf counts "
+            "them as the slowest"
+        )
+    if other:
+        reasons.append(
+            f"the summarizer counts {', '.join(other)}, which fail(s) trainperf's checks above but pass(es) the "
+            "official rules it applies; trainperf does not count them"
+        )
+    return "; ".join(reasons)
+
+
+def minutes_text(m: float | None) -> str:
+    return "no score" if m is None else f"{m:.4f} min"
+
+
+def finding_kind(text: str) -> str:
+    """A short name for the kind of a finding (an error or a warning), for tables: its source and rule."""
+    kinds = (
+        ("package_checker: Seed checker", "package_checker seeds"),
+        ("package_checker: RCP", "package_checker RCP"),
+        ("package_checker: System description", "package_checker system description"),
+        ("package_checker:", "package_checker"),
+        ("result_summarizer:", "result_summarizer"),
+        ("RCP check", "RCP"),
+        ("systems/", "system description"),
+        ("trainperf's score", "score differs from the summarizer's"),
+    )
+    for prefix, kind in kinds:
+        if text.startswith(prefix):
+            return kind
+    for words, kind in (
+        ("refused before the official tools", "gate"),
+        ("can be ignored for 1.1.0", "weights_initialization (v1.1: a warning)"),
+        ("logs no seed", "seeds"),
+        ("seeds", "seeds"),
+        ("same seed", "seeds"),
+        ("submission_org is", "submission_org vs folder"),
+        ("submission_platform is", "submission_platform vs folder"),
+        ("scaling.json", "scaling.json"),
+        ("rules):", "compliance"),
+        ("is logged", "compliance (repeated key)"),
+        ("stopped without reaching the target", "aborted runs"),
+        ("result files, but a", "result count"),
+        ("not a result file", "file not a result"),
+    ):
+        if words in text:
+            return kind
+    return "other"
+
+
+def review_json(r: Review) -> dict[str, Any]:
+    """The review as JSON-ready data: one entry per (system, benchmark), findings classified by kind."""
+
+    def findings(texts: list[str]) -> list[dict[str, str]]:
+        return [{"kind": finding_kind(t), "text": t} for t in texts]
+
+    return {
+        "package": str(r.package),
+        "org": r.org,
+        "ruleset": r.ruleset,
+        "ruleset_source": r.ruleset_source,
+        "passed": r.passed,
+        "errors": findings(r.problems),
+        "warnings": findings(r.warnings),
+        "confinement": r.confinement,
+        "verdicts": [
+            {
+                "system": v.system,
+                "benchmark": v.benchmark,
+                "scale": v.scale,
+                "runs": v.runs,
+                "accepted": v.passed,
+                "score_minutes": v.score.minutes if v.score else None,
+                "score_valid": bool(v.score and v.score.valid),
+                "scaling_factor": v.scaling,
+                "scaled_minutes": v.scaled_minutes,
+                "summarizer_minutes": v.summarizer_minutes,
+                "rcp": v.rcp,
+                "errors": findings(v.problems),
+                "warnings": findings(v.warnings),
+            }
+            for v in r.verdicts
+        ],
+    }
