@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from untrusted import ORG, SYSTEM, foreign_log, make_package
 
-from trainperf.rules import compliance
+from trainperf.rules import compliance, explain
 from trainperf.submission import official, tool_plan
+from trainperf.submission.official import planned
 from trainperf.submission.review import review, review_json
-from trainperf.submission.tool_plan import ComplianceGroup, ToolPlan, planned
+from trainperf.submission.tool_plan import ComplianceGroup, ToolPlan
 
 pytest.importorskip("mlperf_logging")
 RULESET = "1.1.0"
@@ -82,7 +83,7 @@ def test_the_one_process_reports_what_each_tool_reports_alone(package, tmp_path)
     batch = compliance._run_batch(pending, None, RULESET)  # type: ignore[arg-type]
     for p, (rc, _, err, _) in zip(pending, batch, strict=True):
         rec = plan.compliance_outcome(p.path, None, RULESET)  # type: ignore[union-attr]
-        assert rec is not None and (rec["rc"], compliance._messages(rec["err"])) == (rc, compliance._messages(err))
+        assert rec is not None and (rec["rc"], explain.messages(rec["err"])) == (rc, explain.messages(err))
 
 
 def test_a_crash_of_the_one_process_gives_the_findings_of_the_tools_run_alone(package, tmp_path, monkeypatch):

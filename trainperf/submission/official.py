@@ -28,11 +28,14 @@ Quirks of 4.1.68 that this module works around:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,11 +239,11 @@ def run_rcp_checkers(jobs: list[RcpJob], workdir: Path, writes: Path, ruleset: s
     every job's folder."""
     if not jobs:
         return []
-    planned = _planned(writes, "rcp", _rcp_specs(jobs, ruleset))
-    if planned is not None:
+    from_plan = _planned(writes, "rcp", _rcp_specs(jobs, ruleset))
+    if from_plan is not None:
         return [
             _read_rcp(ran) if ran is not None else _rcp_alone(job, ruleset)
-            for ran, job in zip(planned, jobs, strict=True)
+            for ran, job in zip(from_plan, jobs, strict=True)
         ]
     workdir.mkdir(parents=True, exist_ok=True)
     spec = workdir / "rcp_jobs.json"
@@ -339,9 +342,35 @@ def run_result_summarizer(
     return Summary(ran=ran, scores=scores, notices=notices)
 
 
-def _planned(org_dir: Path, name: str, spec: Any = None) -> Any:
-    """The result of a tool run that a registered :class:`trainperf.submission.tool_plan.ToolPlan` made for the
-    package at ``org_dir`` (all of them in one process), or None: run it alone."""
-    from trainperf.submission import tool_plan  # it runs this module's tools; imported here, not at the top
+# The plans registered for packages under review (trainperf.submission.tool_plan runs a package's tools in one
+# process and registers itself here; this module does not import it)
+_PLANS: dict[Path, Any] = {}
+_PLANS_LOCK = threading.Lock()
 
-    return tool_plan.result_for(org_dir, name, spec)
+
+@contextlib.contextmanager
+def planned(plan: Any) -> Iterator[Any]:
+    """Register ``plan`` (a :class:`trainperf.submission.tool_plan.ToolPlan`: its ``org_dir`` and ``result(name,
+    spec)``) for its package's tool runs while in the block: the functions here then take their results from it."""
+    key = plan.org_dir.resolve()
+    with _PLANS_LOCK:
+        _PLANS[key] = plan
+    try:
+        yield plan
+    finally:
+        with _PLANS_LOCK:
+            _PLANS.pop(key, None)
+
+
+def result_for(org_dir: Path, name: str, spec: Any = None) -> Any:
+    """The result of the registered plan of ``org_dir`` for the tool ``name`` (the plan run on the first request),
+    or None when no plan is registered for it or the plan's process did not report on it."""
+    with _PLANS_LOCK:
+        plan = _PLANS.get(Path(org_dir).resolve())
+    return plan.result(name, spec) if plan is not None else None
+
+
+def _planned(org_dir: Path, name: str, spec: Any = None) -> Any:
+    """The result of a tool run that a registered plan made for the package at ``org_dir`` (all of them in one
+    process), or None: run it alone."""
+    return result_for(org_dir, name, spec)

@@ -50,8 +50,9 @@ from trainperf.submission.bench_checks import (  # noqa: F401 - names the tests 
     compliance_groups,
 )
 from trainperf.submission.layout import Layout, copy_package, find_org_dir
+from trainperf.submission.official import planned
 from trainperf.submission.rcp_review import _check_rcp, _plan_rcp, _RcpRuns, _run_rcps  # noqa: F401
-from trainperf.submission.tool_plan import ToolPlan, planned
+from trainperf.submission.tool_plan import ToolPlan
 from trainperf.submission.verdicts import Review, Verdict, _verdict, finding_kind, minutes_text, review_json  # noqa: F401
 
 

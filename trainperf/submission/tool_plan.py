@@ -10,12 +10,11 @@ run alone as before; one that runs past its time limit has timed out, as it woul
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,6 @@ from trainperf.rules.compliance import CHECKER_TIMEOUT_S
 from trainperf.submission.official import TOOL_TIMEOUT_S, USAGE, RcpJob, ToolRun, _rcp_specs
 
 _BATCH_TOOLS = Path(__file__).with_name("_batch_tools.py")
-_PLANS: dict[Path, ToolPlan] = {}
-_PLANS_LOCK = threading.Lock()
 _POLL_S = 0.02
 
 
@@ -115,27 +112,6 @@ class ToolPlan:
                     if isinstance(rec, dict) and rec.get("file") == str(path):
                         return rec
         return None
-
-
-@contextlib.contextmanager
-def planned(plan: ToolPlan) -> Iterator[ToolPlan]:
-    """Register ``plan`` for its package's tool runs while in the block."""
-    key = plan.org_dir.resolve()
-    with _PLANS_LOCK:
-        _PLANS[key] = plan
-    try:
-        yield plan
-    finally:
-        with _PLANS_LOCK:
-            _PLANS.pop(key, None)
-
-
-def result_for(org_dir: Path, name: str, spec: Any = None) -> Any:
-    """The result of the registered plan of ``org_dir`` for the tool ``name`` (the plan run on the first request),
-    or None when no plan is registered for it or the plan's process did not report on it."""
-    with _PLANS_LOCK:
-        plan = _PLANS.get(Path(org_dir).resolve())
-    return plan.result(name, spec) if plan is not None else None
 
 
 def _tool_run(tool: str, res: dict[str, Any] | None, note: str) -> ToolRun | None:
