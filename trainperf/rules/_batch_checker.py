@@ -1,4 +1,5 @@
-"""Run MLCommons' compliance checker on many result files in one interpreter (started by ``compliance.check_logs``).
+"""Run MLCommons' compliance checker on many result files in one interpreter (started by
+``compliance.check_logs``; review's one tool process, ``submission/_batch_tools.py``, loads it too).
 
     python _batch_checker.py --usage training --ruleset 2.0.0 [--config FILE] --out RESULTS.jsonl LOG...
 
