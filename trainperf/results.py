@@ -101,7 +101,8 @@ def mllog_lines(data: bytes, *, max_line_chars: int | None = None) -> list[Mllog
             raise OverLimit(
                 f"holds MLLOG lines whose squared lengths add up to over {max_cost:,} by line {lineno}: the "
                 "official tools read a line in a time that grows with the square of its length, and this many "
-                f"long lines would cost them minutes (the largest of the published v1.1 result files is 290,000,000)"
+                "long lines would cost them minutes (the largest of the published result files, v1.1 to v2.1, is "
+                "1,474,871,419)"
             )
         if long_digits and limits.has_long_digit_run(text):
             try:

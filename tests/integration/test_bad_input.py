@@ -234,7 +234,7 @@ def inputs_over_the_limits(s: Scratch) -> None:
     seed.write_text(seed.read_text().replace('"value": 1,', f'"value": {"9" * 100},', 1))
     note = MLLOG + json.dumps({"key": "trainperf_note", "value": "A" * 3900, "time_ms": T0, "metadata": {}})
     write_log(s.root / "wide.txt")
-    _with_lines(s.root / "wide.txt", [note] * 300)
+    _with_lines(s.root / "wide.txt", [note] * 400)
 
 
 @setup("package-shell-name")
