@@ -19,9 +19,12 @@ and so do the packages an import runs on the way (``trainperf.data`` for ``train
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import trainperf
 
@@ -182,7 +185,13 @@ def test_no_module_imports_a_layer_above_its_own():
 
 
 def test_no_import_circle():
-    """Among the imports that run (an annotation's import under ``TYPE_CHECKING`` makes no circle)."""
+    circle = import_circle()
+    assert circle is None, "import circle: " + " -> ".join(circle or [])
+
+
+def import_circle() -> list[str] | None:
+    """An import circle among the imports that run (an annotation's import under ``TYPE_CHECKING`` makes none),
+    as the modules along it, or None."""
     graph = {n: {t for t, _ in trainperf_imports(p, run_only=True) if t != n} for n, p in all_modules().items()}
     state: dict[str, int] = {}  # 1: on the current path, 2: done
 
@@ -198,7 +207,56 @@ def test_no_import_circle():
 
     for name in graph:
         if name not in state and (circle := visit(name, [name])):
-            raise AssertionError("import circle: " + " -> ".join(circle))
+            return circle
+    return None
+
+
+@pytest.fixture
+def copy_of_package(tmp_path, monkeypatch):
+    """A copy of trainperf's modules (``.py`` files only) that the checks above read instead of the package."""
+    root = tmp_path / "trainperf"
+    shutil.copytree(
+        ROOT,
+        root,
+        ignore=lambda d, names: [
+            n for n in names if n == "__pycache__" or not (n.endswith(".py") or Path(d, n).is_dir())
+        ],
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", root)
+    return root
+
+
+def plant(path: Path, code: str) -> int:
+    """Append ``code`` to ``path``; the line number of its first line."""
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + "\n" + code + "\n", encoding="utf-8")
+    return text.count("\n") + 2
+
+
+@pytest.mark.parametrize(
+    ("file", "code", "target"),
+    [
+        ("spec.py", "from trainperf.harness import runner", "trainperf.harness.runner (harness)"),
+        ("spec.py", "def f():\n    from trainperf.cli import main", "trainperf.cli (commands)"),
+        ("spec.py", "if TYPE_CHECKING:\n    import trainperf.report.html", "trainperf.report.html (commands)"),
+        ("workloads/resnet/data.py", "from ...harness import steps", "trainperf.harness.steps (harness)"),
+        ("errors.py", "from trainperf import registry", "trainperf.registry (registry)"),
+    ],
+)
+def test_a_planted_upward_import_fails_the_check(copy_of_package, file, code, target):
+    assert upward_imports() == []
+    line = plant(copy_of_package / file, code)
+    if code.startswith(("def", "if")):
+        line += 1  # the import is the code's second line
+    problems = upward_imports()
+    assert len(problems) == 1 and problems[0].startswith(f"trainperf/{file}:{line}: ")
+    assert problems[0].endswith(f"imports {target}")
+
+
+def test_a_planted_circle_fails_the_check(copy_of_package):
+    assert import_circle() is None
+    plant(copy_of_package / "errors.py", "from trainperf import fileio")  # fileio imports errors
+    assert set(import_circle() or []) == {"trainperf.errors", "trainperf.fileio"}
 
 
 def test_the_contract_and_every_benchmarks_facts_load_without_torch_or_an_upper_layer():
