@@ -245,9 +245,7 @@ def plant(path: Path, code: str) -> int:
 )
 def test_a_planted_upward_import_fails_the_check(copy_of_package, file, code, target):
     assert upward_imports() == []
-    line = plant(copy_of_package / file, code)
-    if code.startswith(("def", "if")):
-        line += 1  # the import is the code's second line
+    line = plant(copy_of_package / file, code) + [("import " in c) for c in code.split("\n")].index(True)
     problems = upward_imports()
     assert len(problems) == 1 and problems[0].startswith(f"trainperf/{file}:{line}: ")
     assert problems[0].endswith(f"imports {target}")
