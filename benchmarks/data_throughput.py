@@ -456,6 +456,15 @@ def markdown(rows: list[dict]) -> str:
     if "resnet" in peers and "resnet (plain path, the peer)" in peers:
         ratio = peers["resnet"] / peers["resnet (plain path, the peer)"]
         lines.append(f"\nresnet's reference path over the plain path in the same run: x{ratio:.2f}")
+    if "resnet" in peers:
+        from trainperf.workloads.resnet import data
+
+        how = (
+            "the compiled window decoder and resize (_window.c)"
+            if data._window is not None
+            else "whole-image decodes and the torch resize (_window.c did not build: run `make setup`)"
+        )
+        lines.append(f"resnet's reference path ran with {how}")
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-DEB_PACKAGES="dataset-fashion-mnist gnugo dict-gcide wordnet-base python3-doc espeak-ng flite"
+# libjpeg-dev: the headers resnet's compiled window decoder (trainperf/workloads/resnet/_window.c) builds against
+DEB_PACKAGES="dataset-fashion-mnist gnugo dict-gcide wordnet-base python3-doc espeak-ng flite libjpeg-dev"
 
 missing=""
 for p in $DEB_PACKAGES; do
@@ -26,8 +27,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 stamp="$VENV/.trainperf-installed"
 # pyproject.toml holds compatible ranges (a user's own torch stays); constraints.txt the exact tested versions,
-# which set-up and CI install. Either file newer than the stamp means a re-install.
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+# which set-up and CI install. Any of them, setup.py or the compiled part's source newer than the stamp means a
+# re-install (which rebuilds the compiled part in place), as does a checkout without the built part.
+built() { compgen -G "trainperf/workloads/resnet/_window*.so" >/dev/null; }
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] \
+  || [ setup.py -nt "$stamp" ] || [ trainperf/workloads/resnet/_window.c -nt "$stamp" ] || ! built; then
   echo "setup: installing trainperf and the tested versions of its dependencies (constraints.txt)"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[test]"

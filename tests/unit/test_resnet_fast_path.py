@@ -24,7 +24,10 @@ def _photo(height: int, width: int, seed: int) -> np.ndarray:
 @pytest.mark.parametrize(
     "height,width", [(375, 500), (333, 500), (90, 60), (600, 450)]
 )  # ImageNet's common sizes, one whose crops are all smaller than the output (upsampled), one with crops over 448 tall
-def test_fast_transform_gives_the_plain_transforms_numbers_and_draws(height, width):
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "torch"])
+def test_fast_transform_gives_the_plain_transforms_numbers_and_draws(height, width, compiled, monkeypatch):
+    if not compiled:  # the path where _window.c did not build
+        monkeypatch.setattr(data, "_window", None)
     image = Image.fromarray(_photo(height, width, height), "RGB")
     plain, fast = data.PlainReferenceTrainTransform(), data.ReferenceTrainTransform()
     for seed in range(25):
@@ -132,3 +135,120 @@ def test_a_jpeg_no_decoder_reads_is_a_data_error_naming_the_file(tmp_path):
     batch, _ = gpu_decode.collate([encoded[[p for p, _ in encoded.samples].index(str(path))]])
     with pytest.raises(DataError, match=rf"{path.name} is not a decodable JPEG"):
         gpu_decode.decode_and_augment(batch, "cpu")
+
+
+# --- the compiled window decoder and resize (_window.c) ---------------------------------------------------------
+def test_the_compiled_window_module_is_built():
+    # scripts/setup.sh installs libjpeg's headers and the editable install builds it; without it the reference
+    # path is the slower whole-image one, so a checkout that lost the build must fail here, not run slower
+    assert data._window is not None, "trainperf/workloads/resnet/_window.c did not build: run `make setup`"
+
+
+@pytest.mark.parametrize(
+    "height,width,options",
+    [
+        (375, 500, {"subsampling": 2}),  # 4:2:0, ImageNet's usual
+        (333, 500, {"subsampling": 1}),  # 4:2:2
+        (101, 67, {"subsampling": 0}),  # 4:4:4, sizes no block divides
+        (240, 320, {"subsampling": 2, "progressive": True}),
+        (97, 131, {"subsampling": 2, "restart_marker_rows": 1}),
+    ],
+)
+def test_window_decode_gives_the_whole_images_pixels(height, width, options):
+    import simplejpeg
+
+    raw = _jpeg(_photo(height, width, width), **options)
+    whole = simplejpeg.decode_jpeg(raw, "RGB")
+    assert np.array_equal(whole, data.decode_rgb(raw, "x.JPEG"))
+    rng = np.random.default_rng(height)
+    windows = [(0, 0, height, width), (height - 1, width - 1, 1, 1), (0, width - 17, height, 17)]
+    for _ in range(60):
+        top, left = int(rng.integers(height)), int(rng.integers(width))
+        windows.append((top, left, int(rng.integers(1, height - top + 1)), int(rng.integers(1, width - left + 1))))
+    for top, left, h, w in windows:
+        out = np.empty((h, w, 3), np.uint8)
+        data._window.decode_window(raw, top, left, h, w, out)
+        assert np.array_equal(out, whole[top : top + h, left : left + w]), (top, left, h, w)
+
+
+def test_training_set_decodes_only_the_window_and_gives_the_plain_paths_numbers(tmp_path):
+    from torchvision.datasets.folder import default_loader
+
+    data.write_smoke_fixture(tmp_path)  # RGB, greyscale and CMYK JPEGs of several sizes
+    train, _ = data.imagenet_datasets(tmp_path, classes=None)
+    loaded = [train.loader(p) for p, _ in train.samples]
+    assert any(isinstance(x, data.EncodedJpeg) for x in loaded) and any(isinstance(x, np.ndarray) for x in loaded)
+    plain = data.PlainReferenceTrainTransform()
+    for seed in range(3):
+        for i, (path, _) in enumerate(train.samples):
+            torch.manual_seed(seed * 100 + i)
+            expected = plain(default_loader(path))
+            torch.manual_seed(seed * 100 + i)
+            assert torch.equal(train[i][0], expected), (seed, path)
+
+
+def test_a_jpeg_the_window_decoder_refuses_is_decoded_whole_with_the_same_draws(tmp_path):
+    whole = _jpeg(_photo(120, 160, 5))
+    path = tmp_path / "cut.JPEG"
+    path.write_bytes(whole[: len(whole) * 2 // 3] + b"\xff\xd9")  # the scan cut short: libjpeg warns at the cut
+    image = data.read_train_image(path)
+    assert isinstance(image, data.EncodedJpeg) and (image.height, image.width) == (120, 160)
+    with pytest.raises(ValueError, match="JPEG window decode: Corrupt JPEG data"):
+        data._window.decode_window(image.raw, 0, 0, 120, 160, np.empty((120, 160, 3), np.uint8))
+    transform = data.ReferenceTrainTransform()
+    for seed in range(20):  # windows above the cut decoded alone, the others whole
+        torch.manual_seed(seed)
+        expected = transform(data.read_rgb(path))  # torchvision's decoder, which keeps what it could decode
+        torch.manual_seed(seed)
+        assert torch.equal(transform(image), expected), seed
+
+
+def test_a_jpeg_no_decoder_reads_whole_is_a_data_error_naming_the_file(tmp_path):
+    from trainperf.errors import DataError
+
+    whole = _jpeg(_photo(120, 160, 5))
+    path = tmp_path / "cut.JPEG"
+    path.write_bytes(whole[: len(whole) // 4])  # the header and the scan's first quarter, no end marker
+    with pytest.raises(DataError, match="cut.JPEG: not an image PIL or libjpeg can read"):
+        data.read_rgb(path)
+    image = data.read_train_image(path)
+    torch.manual_seed(0)
+    with pytest.raises(DataError, match="cut.JPEG"):
+        for _ in range(20):  # some window needs rows past the cut
+            data.ReferenceTrainTransform()(image)
+
+
+def _resize(module, size, window, out_shape):
+    pixels, out = np.zeros((40, 30, 3), np.uint8), np.empty(out_shape, np.float32)
+    module.resize_window(pixels, *size, *window, False, out, (0.0, 0.0, 0.0))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda w, raw: w.decode_window(raw, 0, 0, 41, 30, np.empty((41, 30, 3), np.uint8)),  # taller than the image
+        lambda w, raw: w.decode_window(raw, 0, 30, 1, 1, np.empty((1, 1, 3), np.uint8)),  # right of it
+        lambda w, raw: w.decode_window(raw, -1, 0, 1, 1, np.empty((1, 1, 3), np.uint8)),
+        lambda w, raw: w.decode_window(raw, 0, 0, 4, 4, np.empty((4, 4, 2), np.uint8)),  # buffer too small
+        lambda w, raw: w.decode_window(b"\xff\xd8 not a JPEG", 0, 0, 1, 1, np.empty((1, 1, 3), np.uint8)),
+        lambda w, raw: w.decode_window(_jpeg(_photo(40, 30, 6), "L"), 0, 0, 1, 1, np.empty((1, 1, 3), np.uint8)),
+        lambda w, raw: _resize(w, (40, 30), (0, 1, 40, 30), (224, 224, 3)),  # the window past the edge
+        lambda w, raw: _resize(w, (41, 30), (0, 0, 40, 30), (224, 224, 3)),  # a size the buffer does not have
+        lambda w, raw: _resize(w, (40, 30), (0, 0, 40, 30), (224, 224, 2)),  # an output buffer too small
+    ],
+)
+def test_the_compiled_module_refuses_windows_and_buffers_that_do_not_fit(call):
+    with pytest.raises(ValueError):
+        call(data._window, _jpeg(_photo(40, 30, 6)))
+
+
+def test_a_jpeg_whose_header_claims_a_huge_image_is_refused_before_any_memory_is_taken(tmp_path):
+    from trainperf.errors import DataError
+
+    raw = bytearray(_jpeg(_photo(40, 30, 7)))
+    sof = raw.index(b"\xff\xc0")
+    raw[sof + 5 : sof + 9] = (60000).to_bytes(2, "big") * 2  # height and width
+    path = tmp_path / "bomb.JPEG"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="bomb.JPEG: its JPEG header says 60000x60000 pixels"):
+        data.read_train_image(path)

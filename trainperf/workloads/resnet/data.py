@@ -13,11 +13,17 @@ and subtract the reference's per-channel means on the 0-255 scale, dividing by n
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from trainperf.errors import DataError
+
+try:  # the compiled window decoder and resize (_window.c, built at install where libjpeg's headers are)
+    from trainperf.workloads.resnet import _window
+except ImportError:  # not built: whole-image decodes and the torch resize, the same numbers
+    _window = None
 
 # The reference's preprocessing constants (imagenet_preprocessing.py): _R_MEAN, _G_MEAN, _B_MEAN on the
 # 0-255 scale, no division by a deviation; sample_distorted_bounding_box's arguments; the output size and
@@ -184,6 +190,16 @@ def crop_flip_resize(pixels: np.ndarray, window: tuple[int, int, int, int], flip
     elementwise operations, each rounded as there.
     """
     top, left, h, w = window
+    if _window is not None and pixels.flags.c_contiguous and pixels.dtype == np.uint8 and pixels.ndim == 3:
+        out = torch.empty((OUTPUT_SIZE, OUTPUT_SIZE, 3))
+        _window.resize_window(pixels, pixels.shape[0], pixels.shape[1], *window, flip, out.numpy(), REFERENCE_MEAN_255)
+        return out
+    return _crop_flip_resize_torch(pixels, window, flip)
+
+
+def _crop_flip_resize_torch(pixels: np.ndarray, window: tuple[int, int, int, int], flip: bool) -> torch.Tensor:
+    """:func:`crop_flip_resize` in torch, where the compiled module did not build."""
+    top, left, h, w = window
     n = OUTPUT_SIZE
     y0, y1, wy = _tf1_axis(h)
     x0, x1, wx = _tf1_axis(w)
@@ -204,18 +220,54 @@ def crop_flip_resize(pixels: np.ndarray, window: tuple[int, int, int, int], flip
     return vertical.sub_(_MEAN_ROW).view(n, n, 3)
 
 
+class EncodedJpeg(NamedTuple):
+    """A JPEG file's bytes and the size its header gives, for :class:`ReferenceTrainTransform` to decode only the
+    crop window of (:func:`read_train_image`)."""
+
+    raw: bytes
+    height: int
+    width: int
+    path: str
+
+
 class ReferenceTrainTransform:
     """The reference's training preprocessing (:class:`PlainReferenceTrainTransform`'s numbers, bit for bit, and
-    the same draws from torch's default generator, in the same order) of an (H, W, 3) uint8 image or an RGB PIL
-    image: the crop window and the flip are drawn first, then :func:`crop_flip_resize` reads only the pixels the
-    resize samples. Out: (3, 224, 224) float32, a channels-first view of a channels-last tensor
+    the same draws from torch's default generator, in the same order) of an :class:`EncodedJpeg`, an (H, W, 3)
+    uint8 image or an RGB PIL image: the crop window and the flip are drawn first (from the size alone), then only
+    the window of an encoded JPEG is decoded (``_window.decode_window``: libjpeg-turbo's partial decompression,
+    the same pixels as a whole-image decode) and :func:`crop_flip_resize` reads only the pixels the resize
+    samples. Out: (3, 224, 224) float32, a channels-first view of a channels-last tensor
     (:func:`collate_channels_last` batches them without reordering their memory)."""
 
     def __call__(self, pixels) -> torch.Tensor:
+        if isinstance(pixels, EncodedJpeg):
+            window = distorted_box_window(pixels.height, pixels.width)
+            flip = float(torch.rand(())) < 0.5
+            return crop_flip_resize(*_decode_window(pixels, window), flip).permute(2, 0, 1)
         pixels = np.ascontiguousarray(pixels)
         window = distorted_box_window(pixels.shape[0], pixels.shape[1])
         flip = float(torch.rand(())) < 0.5
         return crop_flip_resize(pixels, window, flip).permute(2, 0, 1)
+
+
+def _decode_window(image: EncodedJpeg, window: tuple[int, int, int, int]):
+    """(pixels, window in them): the window's pixels alone, or, for a file libjpeg reports any error or warning
+    in, the whole image as :func:`read_rgb` decodes it and the window in it."""
+    top, left, h, w = window
+    if _window is not None:
+        crop = np.empty((h, w, 3), np.uint8)
+        try:
+            _window.decode_window(image.raw, top, left, h, w, crop)
+            return crop, (0, 0, h, w)
+        except ValueError:
+            pass
+    pixels = decode_rgb(image.raw, image.path)
+    if pixels.shape[:2] != (image.height, image.width):
+        raise DataError(
+            f"{image.path}: its JPEG header says {image.width}x{image.height} but it decodes to "
+            f"{pixels.shape[1]}x{pixels.shape[0]}: replace the file"
+        )
+    return pixels, window
 
 
 def collate_channels_last(samples: list[tuple[torch.Tensor, int]]) -> list[torch.Tensor]:
@@ -233,14 +285,46 @@ def collate_channels_last(samples: list[tuple[torch.Tensor, int]]) -> list[torch
 
 def read_rgb(path: str | Path) -> np.ndarray:
     """An image file as an (H, W, 3) uint8 array, the pixels torchvision's ImageFolder loader gives (PIL,
-    converted to RGB). A JPEG whose header says YCbCr or RGB (ImageNet's all but a few) is decoded by
-    simplejpeg's libjpeg-turbo straight into a numpy array (the same numbers as PIL's and torchvision's
-    decoders, tests/unit/test_resnet_fast_path.py, and faster: no PIL image or tensor to copy out of); one it
-    refuses, even for a recoverable error, is read as before: torchvision's decoder when that gives three
-    channels, else PIL as ImageFolder reads it (greyscale, CMYK, a PNG named .JPEG, as ImageNet holds a few)."""
+    converted to RGB): :func:`decode_rgb` of its bytes."""
+    return decode_rgb(Path(path).read_bytes(), path)
+
+
+def read_train_image(path: str | Path) -> EncodedJpeg | np.ndarray:
+    """The training set's loader: a JPEG whose header says YCbCr or RGB (ImageNet's all but a few) as its bytes
+    and size, for :class:`ReferenceTrainTransform` to decode only the crop window of, where the compiled decoder
+    is built; any other file decoded whole (:func:`read_rgb`)."""
     import simplejpeg
 
     raw = Path(path).read_bytes()
+    if _window is not None and raw[:2] == b"\xff\xd8":
+        try:
+            height, width, colorspace, _ = simplejpeg.decode_jpeg_header(raw)
+        except ValueError:
+            colorspace = None
+        if colorspace in ("YCbCr", "RGB"):
+            from PIL import Image
+
+            if height * width > 2 * Image.MAX_IMAGE_PIXELS:  # where PIL, ImageFolder's loader, refuses it too
+                raise DataError(
+                    f"{path}: its JPEG header says {width}x{height} pixels, more than PIL's decompression-bomb "
+                    f"limit ({2 * Image.MAX_IMAGE_PIXELS:,}): replace the file"
+                )
+            return EncodedJpeg(raw, height, width, str(path))
+    return decode_rgb(raw, path)
+
+
+def decode_rgb(raw: bytes, path: str | Path) -> np.ndarray:
+    """An image file's bytes (``path`` names it) as an (H, W, 3) uint8 array, the pixels torchvision's
+    ImageFolder loader gives (PIL, converted to RGB). A JPEG whose header says YCbCr or RGB (ImageNet's all but
+    a few) is decoded by simplejpeg's libjpeg-turbo straight into a numpy array (the same numbers as PIL's and
+    torchvision's decoders, tests/unit/test_resnet_fast_path.py, and faster: no PIL image or tensor to copy out
+    of); one it refuses, even for a recoverable error, is read as before: torchvision's decoder when that gives
+    three channels, else PIL as ImageFolder reads it (greyscale, CMYK, a PNG named .JPEG, as ImageNet holds a
+    few)."""
+    import io
+
+    import simplejpeg
+
     if raw[:2] == b"\xff\xd8":
         try:
             if simplejpeg.decode_jpeg_header(raw)[2] in ("YCbCr", "RGB"):
@@ -257,8 +341,11 @@ def read_rgb(path: str | Path) -> np.ndarray:
             return image.permute(1, 2, 0).numpy()  # the decoder's own (H, W, 3) buffer
     from PIL import Image
 
-    with Image.open(path) as img:
-        return np.asarray(img.convert("RGB"))
+    try:
+        with Image.open(io.BytesIO(raw)) as img:
+            return np.asarray(img.convert("RGB"))
+    except OSError as e:  # PIL's UnidentifiedImageError and truncated files
+        raise DataError(f"{path}: not an image PIL or libjpeg can read ({e}): replace the file") from e
 
 
 class ReferenceEvalTransform:
@@ -295,7 +382,7 @@ def imagenet_datasets(root: Path, *, classes: int | None = IMAGENET_CLASSES):
     from torchvision import datasets
 
     check_imagenet_layout(root)
-    train = datasets.ImageFolder(root / "train", ReferenceTrainTransform(), loader=read_rgb)
+    train = datasets.ImageFolder(root / "train", ReferenceTrainTransform(), loader=read_train_image)
     val = datasets.ImageFolder(root / "val", ReferenceEvalTransform())
     if train.classes != val.classes:
         raise DataError(f"ImageNet train and val under {root} have different class folders")
