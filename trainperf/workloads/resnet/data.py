@@ -252,7 +252,7 @@ class ReferenceTrainTransform:
 
 def _decode_window(image: EncodedJpeg, window: tuple[int, int, int, int]):
     """(pixels, window in them): the window's pixels alone, or, for a file libjpeg reports any error or warning
-    in, the whole image as :func:`read_rgb` decodes it and the window in it."""
+    in, the whole image as :func:`decode_rgb` decodes it and the window in it."""
     top, left, h, w = window
     if _window is not None:
         crop = np.empty((h, w, 3), np.uint8)
@@ -292,7 +292,7 @@ def read_rgb(path: str | Path) -> np.ndarray:
 def read_train_image(path: str | Path) -> EncodedJpeg | np.ndarray:
     """The training set's loader: a JPEG whose header says YCbCr or RGB (ImageNet's all but a few) as its bytes
     and size, for :class:`ReferenceTrainTransform` to decode only the crop window of, where the compiled decoder
-    is built; any other file decoded whole (:func:`read_rgb`)."""
+    is built; any other file decoded whole (:func:`decode_rgb`)."""
     import simplejpeg
 
     raw = Path(path).read_bytes()
