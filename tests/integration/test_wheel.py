@@ -30,6 +30,7 @@ from trainperf.workloads.bert.mini import SHIPPED_VOCAB
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "trainperf"
 CODE_SUFFIXES = (".py",)
+COMPILED = {"trainperf/workloads/resnet/_window.c": "trainperf/workloads/resnet/_window."}  # source: its build's prefix
 
 
 def _files_beside_the_code() -> set[str]:
@@ -68,7 +69,8 @@ def wheel(tmp_path_factory) -> Path:
     src.mkdir()
     shutil.copy2(ROOT / "pyproject.toml", src)
     shutil.copy2(ROOT / "README.md", src)
-    shutil.copytree(PACKAGE, src / "trainperf", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy2(ROOT / "setup.py", src)  # the compiled module
+    shutil.copytree(PACKAGE, src / "trainperf", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
     out = tmp / "dist"
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(src), "-w", str(out)],
@@ -86,6 +88,9 @@ def test_the_wheel_carries_every_file_beside_the_code(wheel):
     opened = _files_the_code_opens()
     beside = _files_beside_the_code()
     assert len(opened) >= 2 * len(registry.available()) + 2 and opened <= beside  # the sweep below sees them all
+    for source, built in COMPILED.items():  # a compiled module's source travels as its build
+        beside.discard(source)
+        assert any(n.startswith(built) and n.endswith(".so") for n in names), f"{source} not built into the wheel"
     missing = sorted(beside - names)
     assert not missing, (
         f"files of the package left out of the wheel: {missing}; add them to [tool.setuptools.package-data] "
