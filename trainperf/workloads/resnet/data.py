@@ -240,13 +240,13 @@ class ReferenceTrainTransform:
     (:func:`collate_channels_last` batches them without reordering their memory)."""
 
     def __call__(self, pixels) -> torch.Tensor:
-        if isinstance(pixels, EncodedJpeg):
-            window = distorted_box_window(pixels.height, pixels.width)
-            flip = float(torch.rand(())) < 0.5
-            return crop_flip_resize(*_decode_window(pixels, window), flip).permute(2, 0, 1)
-        pixels = np.ascontiguousarray(pixels)
-        window = distorted_box_window(pixels.shape[0], pixels.shape[1])
+        encoded = isinstance(pixels, EncodedJpeg)
+        if not encoded:
+            pixels = np.ascontiguousarray(pixels)
+        window = distorted_box_window(*((pixels.height, pixels.width) if encoded else pixels.shape[:2]))
         flip = float(torch.rand(())) < 0.5
+        if encoded:
+            pixels, window = _decode_window(pixels, window)
         return crop_flip_resize(pixels, window, flip).permute(2, 0, 1)
 
 

@@ -1,9 +1,10 @@
 """unet3d data: KiTS19 cases in their own layout, the reference's preprocessing, and its preprocessed form.
 
-Input (both scales, one loader): a folder of KiTS19 cases, ``case_XXXXX/imaging.nii.gz`` (CT, Hounsfield
-units) and ``case_XXXXX/segmentation.nii.gz`` (0 background, 1 kidney, 2 tumour), read with nibabel; or the
-reference's preprocessed form, ``case_XXXXX_x.npy`` (float32, 1 x D x H x W) and ``case_XXXXX_y.npy``
-(uint8, same shape), as mlcommons/training ``image_segmentation/pytorch/preprocess_dataset.py`` writes it.
+Input (both scales, one loader): a folder of KiTS19 cases, ``case_NNNNN/imaging.nii.gz`` (CT, Hounsfield
+units) and ``case_NNNNN/segmentation.nii.gz`` (0 background, 1 kidney, 2 tumour), read with nibabel; or the
+reference's preprocessed form, ``case_NNNNN_x.npy`` (float32, 1 x D x H x W) and ``case_NNNNN_y.npy``
+(uint8, same shape), as mlcommons/training ``image_segmentation/pytorch/preprocess_dataset.py`` writes it
+(``NNNNN``: KiTS19's five-digit case number, ``case_00000`` to ``case_00209``).
 
 From NIfTI, :func:`preprocess_case` does what the reference's preprocessing does: resample to the spacing
 (1.6, 1.2, 1.2) mm (trilinear with aligned corners for the image, nearest for the label, to the shape
@@ -87,7 +88,7 @@ class Case:
 
 # --- reading ---------------------------------------------------------------------------------------------
 def case_folders(root: Path) -> list[Path]:
-    """The ``case_XXXXX`` folders under ``root``, sorted."""
+    """The ``case_NNNNN`` folders under ``root``, sorted."""
     try:
         return sorted(p for p in root.iterdir() if p.is_dir() and CASE_DIR.match(p.name))
     except OSError as e:
@@ -194,8 +195,8 @@ def prepare_cases(root: Path, prep: Preprocessing, *, case_ids: Sequence[str] | 
     """
     if not root.is_dir():
         raise DataError(
-            f"KiTS19 folder {root} not found: put the cases there as case_XXXXX/{IMAGE_FILE} and {LABEL_FILE} "
-            "(or the reference's preprocessed case_XXXXX_x.npy / case_XXXXX_y.npy files)"
+            f"KiTS19 folder {root} not found: put the cases there as case_NNNNN/{IMAGE_FILE} and {LABEL_FILE} "
+            "(or the reference's preprocessed case_NNNNN_x.npy / case_NNNNN_y.npy files)"
         )
     folders = case_folders(root)
     if case_ids is not None:
@@ -247,8 +248,8 @@ def check_preprocessed(folder: Path, *, case_ids: Sequence[str] | None = None) -
         ids = [i for i in ids if i in case_ids]
     if not ids:
         raise DataError(
-            f"no KiTS19 cases in {folder}: expected case_XXXXX/{IMAGE_FILE} and {LABEL_FILE} folders, or the "
-            "reference's preprocessed case_XXXXX_x.npy and case_XXXXX_y.npy files"
+            f"no KiTS19 cases in {folder}: expected case_NNNNN/{IMAGE_FILE} and {LABEL_FILE} folders, or the "
+            "reference's preprocessed case_NNNNN_x.npy and case_NNNNN_y.npy files"
         )
     for cid in ids:
         x, y = _open_pair(folder, cid, mmap=True)
