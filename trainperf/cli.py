@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainperf import cli_list, registry, slurm
+from trainperf import cli_list, registry, rounds, slurm
 from trainperf.ablation.cli import add_parser as add_ablation_parser
 from trainperf.cli_run import add_run_arguments, default_division, suite_options
 from trainperf.data.prepare import dataset_for, mini_datasets
@@ -32,14 +32,28 @@ if TYPE_CHECKING:
     from trainperf.harness.suite import BenchmarkSummary, SuiteOptions
 
 
-def _benchmarks(names: list[str], scale: str, dry_run: bool = True) -> tuple[str, ...]:
+def _benchmarks(
+    names: list[str], scale: str, dry_run: bool = True, round_version: str | None = None
+) -> tuple[str, ...]:
+    """The benchmark keys a command names: 'all' (or none) is every benchmark of the round (``--round``, default
+    2.0) that runs this kind of run; named keys are checked, and must be of the round where one is given."""
     if not names or names == ["all"]:  # all that run this kind of run
-        keys = [k for k in registry.available(scale) if dry_run or not registry.get_spec(k, scale).dry_run_only]
+        chosen = round_version or rounds.DEFAULT_ROUND
+        keys = [
+            k
+            for k in registry.available(scale, chosen)
+            if dry_run or not registry.get_spec(k, scale).dry_run_only
+        ]
         if not keys:
-            raise UsageError(f"no benchmark has a {scale} scale yet")
+            raise UsageError(f"no benchmark of round {chosen} has a {scale} scale yet")
         return tuple(keys)
     for name in names:
         registry.get_spec(name, scale)  # unknown or unavailable -> clear error
+        if round_version is not None and name not in rounds.get(round_version).keys:
+            raise UsageError(
+                f"benchmark {name!r} is not in round {rounds.get(round_version).version} (it is in round "
+                f"{registry.round_of(name).version}); leave --round out or name the benchmarks of the round"
+            )
     return tuple(dict.fromkeys(names))
 
 
@@ -102,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
-    keys = _benchmarks(args.benchmarks, args.scale, dry_run=args.dry_run)
+    keys = _benchmarks(args.benchmarks, args.scale, dry_run=args.dry_run, round_version=args.round)
     options = suite_options(args, keys)  # a malformed --set fails before torchrun starts
 
     from trainperf import dist as dist_mod  # torch: imported once the options are known good

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from trainperf import registry
+from trainperf import registry, rounds
 
 
 def add_parser(subparsers: Any) -> None:
@@ -16,6 +16,14 @@ def add_parser(subparsers: Any) -> None:
         "target, the runs olympic scoring needs, and when it evaluates (in its progress unit) within its budget.",
     )
     ls.add_argument("--details", action="store_true", help="also print each benchmark's model and dataset")
+    ls.add_argument(
+        "--round",
+        default=rounds.DEFAULT_ROUND,
+        metavar="ROUND",
+        help=f"the MLPerf Training round: {', '.join(rounds.versions())} or all (default {rounds.DEFAULT_ROUND}); "
+        "its benchmarks that trainperf does not implement yet are listed with their targets",
+    )
+    ls.add_argument("--json", action="store_true", help="print the rounds and benchmarks as JSON (for scripts)")
     ls.set_defaults(func=cmd_list)
 
 
@@ -26,11 +34,67 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     from trainperf.report.table import for_output
 
-    table = Table(title="trainperf benchmarks (models and data: trainperf list --details)", box=box.SIMPLE)
+    chosen = rounds.all_rounds() if args.round == "all" else (rounds.get(args.round),)
+    if args.json:
+        import json
+
+        print(json.dumps([_round_json(r) for r in chosen], indent=2))
+        return 0
+    console = for_output(Console())  # piped: whole rows, as wide as they are
+    for r in chosen:
+        table, details, notes = _round_table(r, Table, box)
+        console.print(table)
+        for line in notes:
+            console.print(line, highlight=False)
+        if args.details:
+            for line in details:
+                console.print(line, highlight=False)
+    console.print(
+        "SE: bootstrap standard error of the (headline) metric over evaluation samples, measured at the target "
+        "(benchmarks/metric_error.py); — : not measured. Other rounds: trainperf list --round "
+        f"{'|'.join(rounds.versions())}|all",
+        highlight=False,
+    )
+    return 0
+
+
+def _round_json(r: rounds.Round) -> dict[str, Any]:
+    out = []
+    for entry in r.benchmarks:
+        row: dict[str, Any] = {"benchmark": entry.key, "title": entry.title, "target": entry.target, "runs": entry.runs}
+        if entry.implemented:
+            bench = registry.benchmark(entry.key)
+            row["scales"] = {
+                scale: {
+                    "available": bench.available_at(scale) and not spec.dry_run_only,
+                    "target": spec.target_text,
+                    "runs": spec.runs_required,
+                    "unit": spec.unit,
+                }
+                for scale, spec in bench.specs.items()
+            }
+        else:
+            row["scales"] = {}
+        out.append(row)
+    return {"round": r.version, "ruleset": r.ruleset, "title": r.title, "benchmarks": out}
+
+
+def _round_table(r: rounds.Round, Table: Any, box: Any) -> tuple[Any, list[str], list[str]]:
+    """One round's table: each implemented benchmark at each scale, then those not implemented yet."""
+    table = Table(
+        title=f"{r.title} (ruleset {r.ruleset}): trainperf benchmarks (models and data: trainperf list --details)",
+        box=box.SIMPLE,
+    )
     for col in ("benchmark", "scale", "status", "target", "SE", "runs", "unit", "evaluated", "budget"):
         table.add_column(col, no_wrap=col in ("benchmark", "scale", "unit"))
     details, notes = [], []
-    for bench in registry.all_benchmarks():
+    for entry in r.benchmarks:
+        if not entry.implemented:
+            runs = f"{entry.runs} (-{entry.dropped}-{entry.dropped})"
+            table.add_row(entry.key, "—", "not implemented yet", entry.target, "—", runs, "", "", "")
+            details.append(f"{entry.key} ({entry.title}): not implemented in trainperf yet")
+            continue
+        bench = registry.benchmark(entry.key)
         for scale, spec in bench.specs.items():
             status = "ready" if bench.available_at(scale) and not spec.dry_run_only else "not available yet"
             if bench.available_at(scale) and spec.dry_run_only:
@@ -53,19 +117,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 budget,
             )
             details.append(f"{bench.key} ({scale}, {bench.title}): {spec.model}; data: {spec.dataset}")
-    console = for_output(Console())  # piped: whole rows, as wide as they are
-    console.print(table)
-    console.print(
-        "SE: bootstrap standard error of the (headline) metric over evaluation samples, measured at the target "
-        "(benchmarks/metric_error.py); — : not measured",
-        highlight=False,
-    )
-    for line in notes:
-        console.print(line, highlight=False)
-    if args.details:
-        for line in details:
-            console.print(line, highlight=False)
-    return 0
+    return table, details, notes
 
 
 def _schedule_text(spec, recipe) -> str:

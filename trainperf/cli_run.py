@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from trainperf import rounds
 from trainperf.contract.switches import MAX_BUCKET_MB, MAX_PREFETCH, OPTIMIZER_IMPLS
 from trainperf.harness.switches import from_args
 from trainperf.paths import DEFAULT_OUT
@@ -25,7 +26,14 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
         "benchmarks",
         nargs="*",
         metavar="BENCHMARK",
-        help=f"benchmark keys ({', '.join(BENCHMARKS)}) or 'all' (default: all available)",
+        help=f"benchmark keys ({', '.join(BENCHMARKS)}) or 'all' (default: all available of the round)",
+    )
+    r.add_argument(
+        "--round",
+        default=None,
+        metavar="ROUND",
+        help=f"the MLPerf Training round whose benchmarks 'all' runs: {', '.join(rounds.versions())} (default "
+        f"{rounds.DEFAULT_ROUND}); named benchmarks run by their own round's rules, and must be of this round if given",
     )
     r.add_argument(
         "--scale",

@@ -1,8 +1,8 @@
 """The benchmarks: MLPerf's keys, each registered as data in ``trainperf/workloads/<key>/__init__.py``.
 
 Reading a benchmark's facts imports only its folder's ``__init__`` (no torch); its workload class is
-imported when a run needs it. This list of keys is the one place outside a benchmark's folder that
-names benchmarks.
+imported when a run needs it. Which keys exist comes from the rounds' data (``trainperf/rounds/*.toml``), the one
+place outside a benchmark's folder that names benchmarks.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import importlib
 from functools import cache
 from typing import TYPE_CHECKING
 
+from trainperf import rounds
 from trainperf.errors import NotAvailableError, UsageError
 from trainperf.spec import SCALES, Benchmark
 
@@ -18,14 +19,19 @@ if TYPE_CHECKING:
     from trainperf.contract.workload import Workload
     from trainperf.spec import BenchmarkSpec, Recipe
 
-# MLPerf Training v2.0's benchmark keys, in MLPerf's order.
-BENCHMARKS: tuple[str, ...] = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo")
+# The benchmark keys trainperf implements, round by round (oldest first), each round in MLPerf's order.
+BENCHMARKS: tuple[str, ...] = tuple(k for r in rounds.all_rounds() for k in r.implemented)
 
 
 @cache
 def benchmark(key: str) -> Benchmark:
     """The registered facts of benchmark ``key`` (imports ``trainperf.workloads.<key>``, never torch)."""
     if key not in BENCHMARKS:
+        if (found := rounds.of_benchmark(key)) is not None:
+            raise NotAvailableError(
+                f"benchmark {key!r} of MLPerf Training {found.version} is not implemented in trainperf yet; "
+                f"implemented: {', '.join(BENCHMARKS)} (see `trainperf list --round {found.version}`)"
+            )
         raise UsageError(
             f"unknown benchmark {key!r}: the benchmarks are {', '.join(BENCHMARKS)} (see `trainperf list`)"
         )
@@ -39,9 +45,23 @@ def all_benchmarks() -> list[Benchmark]:
     return [benchmark(key) for key in BENCHMARKS]
 
 
-def available(scale: str | None = None) -> list[str]:
-    """Benchmarks whose workload runs (at ``scale``, or at any scale), in MLPerf's order."""
-    return [b.key for b in all_benchmarks() if b.workload is not None and (scale is None or b.available_at(scale))]
+def available(scale: str | None = None, round_version: str | None = None) -> list[str]:
+    """Benchmarks whose workload runs (at ``scale``, or at any scale), of one round (or of every round), in MLPerf's
+    order."""
+    keys = rounds.get(round_version).implemented if round_version is not None else BENCHMARKS
+    return [
+        b.key
+        for b in map(benchmark, keys)
+        if b.workload is not None and (scale is None or b.available_at(scale))
+    ]
+
+
+def round_of(key: str) -> rounds.Round:
+    """The round an implemented benchmark belongs to."""
+    benchmark(key)  # a clear error for an unknown key
+    found = rounds.of_benchmark(key)
+    assert found is not None  # BENCHMARKS comes from the rounds
+    return found
 
 
 def workload_class(key: str) -> type[Workload]:

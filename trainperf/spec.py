@@ -160,6 +160,9 @@ class BenchmarkSpec:
     metric: str
     target: float
     higher_is_better: bool = True
+    # The metric is a fraction from 0 to 1 (accuracy, mAP, AUC, Dice, WER); False: a loss or log-perplexity, any
+    # number from 0 up.
+    metric_is_fraction: bool = True
     # A metric with several fields (such as {"BBOX": .., "SEGM": ..}): every field must reach its own
     # target. The first field is the headline figure of curves and charts, and ``target`` is its target.
     field_targets: tuple[tuple[str, float], ...] = ()

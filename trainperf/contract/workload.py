@@ -105,6 +105,11 @@ class Workload(abc.ABC):
         """MLPerf's names of the initialized tensors (``weights_initialization`` lines); [] if none needed."""
         return []
 
+    def parallelism(self) -> dict[str, int]:
+        """How the model is split beyond data parallelism (logged where the round requires it): 1 each, unless
+        the workload splits its tensors, layers, sequences or experts over ranks."""
+        return {"tensor_parallelism": 1, "pipeline_parallelism": 1, "context_parallelism": 1, "expert_parallelism": 1}
+
     def hparams(self) -> dict[str, Any]:
         """MLLOG hyperparameter keys and values; must cover ``spec.hparam_keys``."""
         values = self.recipe.as_dict()

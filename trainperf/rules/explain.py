@@ -160,9 +160,13 @@ def _explain_end(test: str, lines: list[Line], benchmark: str | None, ruleset: s
         status = metadata(stops[0][1]).get("status")
         return f"the run stopped with status {status!r}, not 'success': only successful runs count"
     if test == mini_rules.RANGE_CHECK:
+        from trainperf import registry
+
+        fraction = benchmark not in registry.BENCHMARKS or registry.get_spec(benchmark, "mini").metric_is_fraction
+        top, text = (1, "[0, 1]") if fraction else (1e6, "[0, 1e6)")
         bad = [rec.get("value") for _, rec in records(lines, "eval_accuracy")]
-        bad = [v for v in bad if not (isinstance(v, dict) or (is_number(v) and 0 <= v <= 1))]
-        return f"eval_accuracy values must lie in [0, 1]; the log has {', '.join(map(repr, bad[:5]))}"
+        bad = [v for v in bad if not (isinstance(v, dict) or (is_number(v) and 0 <= v <= top))]
+        return f"eval_accuracy values must lie in {text}; the log has {', '.join(map(repr, bad[:5]))}"
     if test.startswith("sorted(s['initialized_tensors'])"):
         return _explain_tensors(lines, benchmark, ruleset)
     return f"the log breaks the official end-of-log rule `{' '.join(test.split())}`"
@@ -209,6 +213,9 @@ def explain(
         names = " or ".join(f"'{k}'" for k in sorted(re.findall(r"'([^']+)'", m[1])))
         return f"the log must contain at least one {names} line but has none", None
     if m := re.match(r"Failed checks for (\S+) :(.*)$", first):
+        placeholder = rulesets.OPEN_PLACEHOLDERS.get(ruleset, {}).get(" ".join(m[2].split()))
+        if m[1] == "eval_accuracy" and placeholder and first_value(lines, "submission_division") == "open":
+            return None, f"the official open rule `{m[2].strip()}` is not applied: {placeholder}"
         if m[1] == "eval_accuracy":
             return _explain_target(m[2], lines), None
         return f"no '{m[1]}' line passes the official check `{m[2].strip()}`", None

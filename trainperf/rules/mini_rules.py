@@ -30,7 +30,19 @@ from trainperf.registry import BENCHMARKS
 from trainperf.spec import MLPERF_RULESET, BenchmarkSpec
 
 RULES_DIR = Path(__file__).parent / "mini"
-OFFICIAL_COMMON = f"training_{MLPERF_RULESET}/common.yaml"
+
+
+def official_common(spec: BenchmarkSpec) -> str:
+    """The official structure rules of the benchmark's round (``training_<ruleset>/common.yaml``)."""
+    from trainperf import registry
+
+    return f"training_{registry.round_of(spec.key).ruleset}/common.yaml"
+
+
+def ruleset_of(spec: BenchmarkSpec) -> str:
+    from trainperf import registry
+
+    return registry.round_of(spec.key).ruleset
 
 # The END checks, exactly as written into the files; ``compliance`` recognises them by this text.
 DIVISION_CHECK = "s['mlperf_division'] == 'open'"
@@ -79,7 +91,7 @@ def _header(spec: BenchmarkSpec) -> list[str]:
     source = " ".join(spec.target_source.split()) or "not recorded in the spec"
     return [
         f"# trainperf mini-scale rules for benchmark '{spec.key}', in the rule language of the MLPerf",
-        f"# compliance checker (mlperf-logging, --usage training --ruleset {MLPERF_RULESET}).",
+        f"# compliance checker (mlperf-logging, --usage training --ruleset {ruleset_of(spec)}).",
         "#",
         f"# benchmark:      {spec.key} (mini scale: {spec.model} on {spec.dataset})",
         f"# quality target: {spec.target_text} (eval_accuracy; at least one evaluation must reach it)",
@@ -90,7 +102,7 @@ def _header(spec: BenchmarkSpec) -> list[str]:
         "#",
         "# Use as the top-level config (the checker joins the path onto its own folder, so give it",
         "# absolute):",
-        f"#   python -m mlperf_logging.compliance_checker --usage training --ruleset {MLPERF_RULESET} \\",
+        f"#   python -m mlperf_logging.compliance_checker --usage training --ruleset {ruleset_of(spec)} \\",
         "#       --config /abs/path/to/this.yaml --log_output /tmp/checker.log LOG",
         "#",
         "# The BEGIN block enqueues the official common.yaml, which runs after this file and enqueues",
@@ -142,7 +154,7 @@ def mini_rule_yaml(spec: BenchmarkSpec) -> str:
         "- BEGIN:",
         "    CODE: |",
         "        s.update({'mlperf_division': None, 'run_status': None, 'quality_out_of_range': 0})",
-        f"        enqueue_config('{OFFICIAL_COMMON}')",
+        f"        enqueue_config('{official_common(spec)}')",
         "",
     ]
     out += _key(
@@ -175,6 +187,8 @@ def mini_rule_yaml(spec: BenchmarkSpec) -> str:
     out += _key("seed", req="EXACTLY_ONE", comment=("Runs of a suite differ by seed; each log names its own.",))
     out += _key("global_batch_size", req="EXACTLY_ONE", check="v['value'] > 0")
     hparams = [k for k in dict.fromkeys(spec.hparam_keys) if k not in _OWN_KEYS]
+    # A fraction (accuracy, mAP, AUC, Dice, WER) lies in [0, 1]; a loss or a log-perplexity is a positive number.
+    in_range, range_text = ("0 <= x <= 1", "[0, 1]") if spec.metric_is_fraction else ("0 <= x < 1e6", "[0, 1e6)")
     for i, name in enumerate(hparams):
         comment = ("Hyperparameters the mini spec requires in every log.",) if i == 0 else ()
         out += _key(name, req="EXACTLY_ONE", comment=comment)
@@ -183,11 +197,11 @@ def mini_rule_yaml(spec: BenchmarkSpec) -> str:
         req="AT_LEAST_ONE",
         atleast_one=quality_check(spec),
         post=(
-            "s['quality_out_of_range'] += 0 if all(isinstance(x, (int, float)) and 0 <= x <= 1 for x in "
+            f"s['quality_out_of_range'] += 0 if all(isinstance(x, (int, float)) and {in_range} for x in "
             "(v['value'].values() if isinstance(v['value'], dict) else [v['value']])) else 1"
         ),
         comment=(
-            f"The mini quality target: {spec.target_text}; every evaluation must lie in [0, 1] (checked at END:",
+            f"The mini quality target: {spec.target_text}; every evaluation must lie in {range_text} (checked at END:",
             "the official open rules only ask for one value below 1.0).",
         ),
     )
