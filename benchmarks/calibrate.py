@@ -69,8 +69,18 @@ def bert_baselines(data_dir: Path) -> str:
     )
 
 
+def llama_baselines(data_dir: Path) -> str:
+    from trainperf.workloads.llama31_8b import mini
+
+    m = mini.read_manifest(data_dir)
+    return (
+        f"unigram model (training token frequencies): log-perplexity {m['unigram_log_perplexity']:.4f}; uniform "
+        f"guess over {m['vocab_size']} tokens: {m['uniform_log_perplexity']:.4f}"
+    )
+
+
 # Guessers that use no model, printed beside the untrained model: key -> a function that describes them.
-BASELINES = {"bert": bert_baselines, "rnnt": rnnt_guesser}
+BASELINES = {"bert": bert_baselines, "rnnt": rnnt_guesser, "llama31_8b": llama_baselines}
 
 
 def deciding(spec, curve, success: bool) -> str:

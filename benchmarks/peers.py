@@ -30,6 +30,10 @@ something. The peers:
   and ``_Joiner`` and ``_TimeReduction``; torchaudio ships only an Emformer transcriber, so the LSTM
   transcriber of the mini sizes is written here from ``nn.LSTM``), ``torchaudio.functional.rnnt_loss``,
   the same LAMB and clipping, a plain loop.
+- llama31_8b: Hugging Face transformers' ``LlamaForCausalLM`` of the mini decoder's configuration (the same
+  dimension, layers, heads, key/value heads, FFN, vocabulary, RMSNorm epsilon and RoPE base; its default attention,
+  ``sdpa``), trained the way its users train it (``labels=`` the input ids, its own shifted loss), the same AdamW,
+  schedule and clipping, a plain loop.
 - minigo: self-play as a straightforward implementation plays it: one game at a time in one process, each
   network call evaluating the one position the search asks for (trainperf's own search and Go rules, so
   only the batching and the worker processes differ); trainperf's side is a run's self-play (the workload's
@@ -69,10 +73,11 @@ from trainperf.harness.torch_state import torch_state
 from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 
-KEYS = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo")
+KEYS = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b")
 # Timed steps per repetition when --steps is not given: each workload's pair takes 30-70 s at 3 repeats here.
 DEFAULT_STEPS = {
     "resnet": 30, "ssd": 10, "maskrcnn": 10, "unet3d": 12, "rnnt": 20, "bert": 15, "dlrm": 200, "minigo": 16,
+    "llama31_8b": 10,
 }  # fmt: skip
 CACHED_BATCHES = 8  # batches drawn once and cycled by both sides
 
@@ -311,6 +316,41 @@ def bert_pair() -> Pair:
     return Pair("tokens/s", batch, ours, peer, "transformers BertForPreTraining, plain loop", close=w.close)
 
 
+# --- llama31_8b: Hugging Face transformers ------------------------------------------------------------------
+def hf_llama(args) -> nn.Module:
+    """transformers' LlamaForCausalLM of the decoder's configuration."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=args.vocab_size, hidden_size=args.dim, intermediate_size=args.ffn_dim,
+        num_hidden_layers=args.n_layers, num_attention_heads=args.n_heads, num_key_value_heads=args.n_kv_heads,
+        max_position_embeddings=args.max_seq_len, rms_norm_eps=args.norm_eps, rope_theta=args.rope_theta,
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, initializer_range=args.init_std,
+    )  # fmt: skip
+    return transformers.LlamaForCausalLM(config)
+
+
+def hf_causal_loss(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    """The way its users train it: the sample as input and as labels (the model shifts them itself, so it scores
+    the same next tokens as trainperf's loss, reading one position more)."""
+    return model(input_ids=batch, labels=batch, use_cache=False).loss
+
+
+def llama_pair() -> Pair:
+    w = workload("llama31_8b")
+    next_batch = cached(w)
+    tokens = lambda b: b[:, 1:].numel()  # noqa: E731 (the positions scored)
+    seed_everything(0)
+    stepper = stepper_for(w, w.build_model())
+    ours = stepping(lambda b: stepper.step([b]), next_batch, tokens)
+    seed_everything(0)
+    model = hf_llama(w.args)
+    opt, sched = w.build_optimizer(model)
+    peer = stepping(plain_step(model, opt, sched, hf_causal_loss, w.recipe.clip_grad_norm), next_batch, tokens)
+    batch = f"{w.local_batch_size} x {w.seq_len} tokens"
+    return Pair("tokens/s", batch, ours, peer, "transformers LlamaForCausalLM, plain loop", close=w.close)
+
+
 # --- dlrm: the reference repository's layout ----------------------------------------------------------------
 class PlainDLRM(nn.Module):
     """The reference repository's DLRM layout: one EmbeddingBag per table, looked up table by table."""
@@ -502,6 +542,7 @@ BUILDERS: dict[str, Callable[[], Pair]] = {
     "bert": bert_pair,
     "dlrm": dlrm_pair,
     "minigo": minigo_pair,
+    "llama31_8b": llama_pair,
 }
 
 

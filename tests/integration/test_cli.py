@@ -34,7 +34,11 @@ def test_list_shows_the_metric_standard_error_beside_the_target():
 
     env = {**os.environ, "COLUMNS": "250"}
     r = subprocess.run(
-        [sys.executable, "-m", "trainperf", "list"], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "trainperf", "list", "--round", "all"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     assert "SE" in r.stdout.splitlines()[2] and "bootstrap standard error" in r.stdout

@@ -1,0 +1,202 @@
+"""A Llama-style decoder-only transformer, architecture only: one model, its sizes as named flavours of one
+:class:`DecoderArgs` (the reference's 8B and the mini are two flavours of the same code).
+
+Pre-norm blocks: RMSNorm -> grouped-query attention with rotary position embeddings (Llama 3.1's frequency
+adjustment where the flavour has one) -> residual; RMSNorm -> SwiGLU feed-forward -> residual; a final RMSNorm and
+an untied output projection. No biases, no dropout (Llama 3.1's). The query/key/value projections are one matrix
+and the gate/up projections another (one matrix product each instead of three and two: the same function, fewer
+kernels, which is most of a small model's step on a CPU); ``reference_tensor_names`` gives the usual split names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass(frozen=True, kw_only=True)
+class RopeScaling:
+    """Llama 3.1's adjustment of the rotary frequencies for long contexts: wavelengths longer than
+    ``original_max_position / low_freq_factor`` are divided by ``factor``, those shorter than
+    ``original_max_position / high_freq_factor`` kept, and those between interpolated smoothly."""
+
+    factor: float = 8.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position: int = 8192
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecoderArgs:
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    vocab_size: int
+    max_seq_len: int
+    rope_theta: float = 500_000.0
+    rope_scaling: RopeScaling | None = None
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+    # Megatron's scaled initialization: the projections that write into the residual stream (attention output and
+    # feed-forward down) drawn with std init_std / sqrt(2 * n_layers).
+    scaled_output_init: bool = True
+    checkpoint_activations: bool = False  # recompute each block in the backward pass (memory for time)
+
+    def __post_init__(self) -> None:
+        if self.dim % self.n_heads or self.n_heads % self.n_kv_heads or (self.dim // self.n_heads) % 2:
+            raise ValueError(
+                f"decoder: dim {self.dim} must split into {self.n_heads} heads of an even size, and the heads into "
+                f"{self.n_kv_heads} key/value groups"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+
+# Llama 3.1 8B (Meta's params.json for Llama-3.1-8B; the reference's model config, README.md beside the workload).
+LLAMA31_8B = DecoderArgs(
+    dim=4096,
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    ffn_dim=14336,
+    vocab_size=128256,
+    max_seq_len=8192,
+    rope_scaling=RopeScaling(),
+)
+
+
+def rope_frequencies(args: DecoderArgs) -> torch.Tensor:
+    """The rotary angular frequencies of one head (``head_dim / 2`` of them), Llama 3.1's adjustment applied."""
+    freqs = 1.0 / args.rope_theta ** (torch.arange(0, args.head_dim, 2, dtype=torch.float64) / args.head_dim)
+    s = args.rope_scaling
+    if s is None:
+        return freqs.float()
+    wavelen = 2 * math.pi / freqs
+    low_wavelen = s.original_max_position / s.low_freq_factor
+    high_wavelen = s.original_max_position / s.high_freq_factor
+    smooth = (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    between = (1 - smooth) * freqs / s.factor + smooth * freqs
+    out = torch.where(wavelen > low_wavelen, freqs / s.factor, torch.where(wavelen < high_wavelen, freqs, between))
+    return out.float()
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding in the half-split layout (the first and second halves of a head are the pairs)."""
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+
+
+class Attention(nn.Module):
+    """Causal grouped-query attention: ``n_kv_heads`` key/value heads shared by groups of query heads."""
+
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv, self.head_dim = a.n_heads, a.n_kv_heads, a.head_dim
+        self.qkv = nn.Linear(a.dim, (a.n_heads + 2 * a.n_kv_heads) * a.head_dim, bias=False)
+        self.out = nn.Linear(a.dim, a.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).split([self.n_heads * self.head_dim, *[self.n_kv * self.head_dim] * 2], dim=-1)
+        q = _rotate(q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
+        k = _rotate(k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
+        v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        return self.out(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.gate_up = nn.Linear(a.dim, 2 * a.ffn_dim, bias=False)
+        self.down = nn.Linear(a.ffn_dim, a.dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.attention_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
+        self.attention = Attention(a)
+        self.ffn_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
+        self.feed_forward = FeedForward(a)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Decoder(nn.Module):
+    """Token ids (batch, sequence) -> next-token logits (batch, sequence, vocabulary)."""
+
+    def __init__(self, args: DecoderArgs) -> None:
+        super().__init__()
+        self.args = args
+        self.embedding = nn.Embedding(args.vocab_size, args.dim)
+        self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
+        self.norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
+        self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
+        angles = torch.outer(torch.arange(args.max_seq_len, dtype=torch.float32), rope_frequencies(args))
+        self.register_buffer("rope_cos", angles.cos(), persistent=False)
+        self.register_buffer("rope_sin", angles.sin(), persistent=False)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Normal(0, init_std) for every matrix (the residual writers scaled by 1/sqrt(2 layers)); norms at 1."""
+        std = self.args.init_std
+        out_std = std / math.sqrt(2 * self.args.n_layers) if self.args.scaled_output_init else std
+        for name, p in self.named_parameters():
+            if p.ndim == 1:
+                nn.init.ones_(p)
+            else:
+                nn.init.normal_(p, 0.0, out_std if name.endswith(("attention.out.weight", "down.weight")) else std)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        t = tokens.shape[1]
+        if t > self.args.max_seq_len:
+            raise ValueError(f"decoder: a sequence of {t} tokens is longer than the model's {self.args.max_seq_len}")
+        cos, sin = self.rope_cos[:t], self.rope_sin[:t]
+        x = self.embedding(tokens)
+        for layer in self.layers:
+            if self.args.checkpoint_activations and self.training:
+                x = checkpoint(layer, x, cos, sin, use_reentrant=False)
+            else:
+                x = layer(x, cos, sin)
+        return self.output(self.norm(x))
+
+
+def next_token_loss(model: nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of every position's next token (labels: the tokens shifted by one; -100 is ignored)."""
+    logits = model(tokens)
+    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+
+def reference_tensor_names(model: Decoder) -> list[str]:
+    """The usual (Hugging Face / Meta) names of the tensors, the fused projections split into their parts."""
+    names = []
+    for name, _ in model.named_parameters():
+        if name.endswith("attention.qkv.weight"):
+            base = name.removesuffix("qkv.weight")
+            names += [f"{base}{p}.weight" for p in ("wq", "wk", "wv")]
+        elif name.endswith("feed_forward.gate_up.weight"):
+            base = name.removesuffix("gate_up.weight")
+            names += [f"{base}{p}.weight" for p in ("w1", "w3")]
+        else:
+            renamed = name.replace("attention.out.", "attention.wo.")
+            names.append(renamed.replace("feed_forward.down.", "feed_forward.w2."))
+    return names
