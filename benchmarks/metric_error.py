@@ -6,6 +6,7 @@
     python benchmarks/metric_error.py unet3d
     python benchmarks/metric_error.py dlrm --resamples 1000
     python benchmarks/metric_error.py rnnt
+    python benchmarks/metric_error.py llama31_8b
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
@@ -59,6 +60,7 @@ PER_IMAGE = {
     "dlrm": "scores_and_labels",
     "bert": "masked_lm_hits",
     "rnnt": "utterance_errors",
+    "llama31_8b": "sequence_losses",
 }
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
@@ -114,6 +116,13 @@ def mlm_metric(hits: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
     tokens."""
     correct, counts = (np.asarray(h, dtype=np.float64) for h in hits)
     return len(counts), lambda draw: {"mlm_accuracy": float(correct[draw].sum() / counts[draw].sum())}
+
+
+def log_perplexity_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """llama31_8b: validation sequences are resampled; log-perplexity is their summed token losses over their
+    tokens."""
+    losses, tokens = (np.asarray(o, dtype=np.float64) for o in outcomes)
+    return len(tokens), lambda draw: {"log_perplexity": float(losses[draw].sum() / tokens[draw].sum())}
 
 
 def wer_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
@@ -230,6 +239,8 @@ def main() -> int:
         n, metric = auc_metric(outcomes)
     elif a.benchmark == "bert":
         n, metric = mlm_metric(outcomes)
+    elif a.benchmark == "llama31_8b":
+        n, metric = log_perplexity_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

@@ -433,16 +433,19 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
         "check",
         help="check MLLOG files with the official compliance checker",
         description="Run mlperf_logging.compliance_checker on result logs: for reference runs the ruleset of "
-        "the log's round (--ruleset, else 2.0.0 for trainperf's logs, else the round of the results repository it is "
-        "in or of its date and benchmark), the official common rules plus trainperf's mini rules for mini runs.",
+        "the log's round (--ruleset/--round, else its benchmark's round for trainperf's logs, else the round of the "
+        "results repository it is in or of its date and benchmark), the official common rules plus trainperf's "
+        "mini rules for mini runs.",
     )
     c.add_argument("logs", nargs="+", type=Path, metavar="LOG")
     c.add_argument("--scale", choices=SCALES, default=None, help="override the scale read from the log")
     c.add_argument("-v", "--verbose", action="store_true", help="also print the checker's own output")
     c.add_argument(
         "--ruleset",
+        "--round",
         metavar="X.Y.Z",
-        help="the MLPerf Training ruleset to check reference logs by, e.g. 1.1.0 (default: the log's own round)",
+        help="the MLPerf Training round (ruleset) to check reference logs by, e.g. 1.1.0 or 6.1 (default: the log's "
+        "own round: its benchmark's for trainperf's logs)",
     )
     c.set_defaults(func=cmd_check)
 

@@ -14,7 +14,7 @@ from trainperf.rules.compliance import check_log, is_target_only_failure
 from trainperf.workloads.llama31_8b import MINI
 
 # A calibration seed that reached the target (README.md beside llama31_8b/workload.py, "Calibration").
-SEED = 100002
+SEED = 100001  # 5.4667 at 4,800 sequences, 5.7211 at 3,200
 DISCLOSURE = (
     "lowest_numerical_precision_in_linear", "lowest_numerical_precision_in_attn", "lowest_numerical_precision_in_comm",
     "tensor_parallelism", "pipeline_parallelism", "context_parallelism", "expert_parallelism", "micro_batch_size",

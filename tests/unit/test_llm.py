@@ -147,3 +147,14 @@ def test_initialization_and_checkpointing():
     with pytest.raises(ValueError, match="split into"):
         DecoderArgs(dim=60, n_layers=1, n_heads=8, n_kv_heads=2, ffn_dim=8, vocab_size=8, max_seq_len=8)
     assert RopeScaling().factor == 8.0
+
+
+def test_the_learning_rate_follows_the_reference_schedule():
+    from trainperf.workloads.llama31_8b import REFERENCE_RECIPE
+    from trainperf.workloads.llama31_8b.workload import lr_policy
+
+    f = lr_policy(REFERENCE_RECIPE)  # 16 warm-up steps, cosine to 0.1x over 1,200,000 - 16
+    assert f(0) == pytest.approx(1 / 17) and f(16) == pytest.approx(1.0)
+    assert f(16 + (1_200_000 - 16) // 2) == pytest.approx(0.55, abs=1e-6)
+    assert f(1_200_000) == pytest.approx(0.1) and f(2_000_000) == pytest.approx(0.1)
+    assert REFERENCE_RECIPE.opt_end_learning_rate == pytest.approx(0.1 * REFERENCE_RECIPE.opt_base_learning_rate)

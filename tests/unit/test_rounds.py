@@ -82,3 +82,19 @@ def test_list_json_and_a_bad_round():
 def test_run_refuses_a_benchmark_of_another_round():
     r = _trainperf("run", "resnet", "--round", "6.1", "--dry-run", "--out", "/nonexistent/never")
     assert r.returncode != 0 and "not in round 6.1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_package_is_of_one_round():
+    from trainperf.submission.package import _check_round
+
+    _check_round({"resnet", "bert"}, None)
+    _check_round({"llama31_8b"}, "6.1")
+    with pytest.raises(UsageError, match="several rounds"):
+        _check_round({"resnet", "llama31_8b"}, None)
+    with pytest.raises(UsageError, match=r"--round 2.0: the results hold llama31_8b \(round 6.1\)"):
+        _check_round({"resnet", "llama31_8b"}, "2.0")
+
+
+def test_check_takes_the_round_by_name():
+    r = _trainperf("check", "--round", "6.1", "/nonexistent/result_0.txt")
+    assert r.returncode != 0 and "Traceback" not in r.stderr

@@ -33,7 +33,7 @@ import torch
 
 import trainperf
 from trainperf import dist as dist_mod
-from trainperf import nodes, registry, seeds
+from trainperf import nodes, rounds, seeds
 from trainperf.contract import switches as switch_keys
 from trainperf.contract.workload import Workload
 from trainperf.dist import DistContext
@@ -369,7 +369,8 @@ class _Run:
     def _disclosure(self) -> dict[str, Any]:
         """The keys the benchmark's round requires in every log beyond v2.0's (6.1: the lowest precision of the
         linear layers, attention and communication, the parallelism, the micro-batch and the configuration)."""
-        keys = registry.round_of(self.spec.key).disclosure
+        found = rounds.of_benchmark(self.spec.key)
+        keys = found.disclosure if found is not None else ()
         precision = {"bf16": "bfloat16", "fp16": "fp16"}.get(self.precision.autocast, "fp32")
         values: dict[str, Any] = {
             "lowest_numerical_precision_in_linear": precision,
@@ -431,7 +432,8 @@ class _Run:
         spec, log = self.spec, self.log
         num = _logged_number(point + spec.epoch_num_offset)
         where: dict[str, Any] = {"epoch_num": num}
-        if spec.unit == SAMPLES and registry.round_of(spec.key).samples_count:  # 6.1: samples_count, as well
+        found = rounds.of_benchmark(spec.key)
+        if spec.unit == SAMPLES and found is not None and found.samples_count:  # 6.1: samples_count, as well
             where["samples_count"] = round(point)
         log.start(constants.EVAL_START, metadata=where)
         t = time.perf_counter()

@@ -29,6 +29,13 @@ def add_parser(subparsers: Any) -> None:
         default=DEFAULT_ORG,
         help=f"the submitting organization; must match the runs' submission_org (default: {DEFAULT_ORG})",
     )
+    p.add_argument(
+        "--round",
+        default=None,
+        metavar="ROUND",
+        help="the MLPerf Training round the package is for (e.g. 2.0, 6.1); every result must be of it "
+        "(default: the round of the benchmarks the results hold, which must be one)",
+    )
     p.set_defaults(func=cmd_package)
 
     r = subparsers.add_parser(
@@ -84,7 +91,7 @@ def _usable_cpus() -> int:
 def cmd_package(args: argparse.Namespace) -> int:
     from trainperf.submission.package import build_package
 
-    dest = build_package(list(args.results), args.out, org=args.org)
+    dest = build_package(list(args.results), args.out, org=args.org, round_version=args.round)
     files = sorted((dest / "results").glob("*/*/result_*.txt"))
     benchmarks = sorted({f"{f.parent.name} on {f.parent.parent.name}" for f in files})
     print(f"package written: {dest} ({len(files)} result files: {', '.join(benchmarks)})")

@@ -62,8 +62,10 @@ class _Runs:
     records: tuple[tuple[dict[str, Any], ...], ...]  # the MLLOG records of each file
 
 
-def build_package(results: list[Path], out: Path, *, org: str) -> Path:
-    """Assemble the trainperf output folders ``results`` into ``out/<org>/``; return that folder."""
+def build_package(results: list[Path], out: Path, *, org: str, round_version: str | None = None) -> Path:
+    """Assemble the trainperf output folders ``results`` into ``out/<org>/``; return that folder. A package is of
+    one MLPerf round (``round_version``, else the round of the benchmarks it holds); a benchmark of another round is
+    refused before anything is written."""
     if not _SAFE_ORG.match(org or "") or org in (".", ".."):
         raise UsageError(
             f"organization name {org!r} is not a safe folder name: use letters, digits, '.', '_' and '-' "
@@ -72,6 +74,7 @@ def build_package(results: list[Path], out: Path, *, org: str) -> Path:
     if not results:
         raise UsageError("give at least one trainperf output folder (the --out folder of `trainperf run`)")
     systems, runs = _collect([Path(p) for p in results], org)
+    _check_round({bench for _, bench in runs}, round_version)
     out = Path(out)
     dest = out / org
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
@@ -98,6 +101,29 @@ def build_package(results: list[Path], out: Path, *, org: str) -> Path:
             raise ResultsError(f"cannot write the package {dest}: {e.strerror or e}") from None
         raise
     return dest
+
+
+def _check_round(benchmarks: set[str], round_version: str | None) -> None:
+    """Every benchmark of the package is of one round (the one given, if any): MLCommons publishes a round's
+    packages together, judged by that round's rules."""
+    from trainperf import rounds
+
+    found = {key: rounds.of_benchmark(key) for key in sorted(benchmarks)}
+    wanted = rounds.get(round_version) if round_version is not None else None
+    versions = {r.version for r in found.values() if r is not None}
+    if wanted is not None:
+        others = [f"{k} (round {r.version})" for k, r in found.items() if r is not None and r is not wanted]
+        if others:
+            raise UsageError(
+                f"--round {wanted.version}: the results hold {', '.join(others)}; package each round's results "
+                "separately"
+            )
+    elif len(versions) > 1:
+        held = ", ".join(f"{k} ({r.version})" for k, r in found.items() if r is not None)
+        raise UsageError(
+            f"the results hold benchmarks of several rounds ({held}); a package is of one round: give the output "
+            "folders of one round, or name it with --round"
+        )
 
 
 # --- reading the output folders -------------------------------------------------------------------

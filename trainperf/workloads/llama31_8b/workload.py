@@ -34,6 +34,8 @@ FLAVOURS: dict[str, DecoderArgs] = {
         dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=128, vocab_size=LLAMA31_8B.vocab_size, max_seq_len=8192
     ),
 }
+# Where a scale's data comes from: the mini files trainperf prepares, or the reference's C4 files and tokenizer.
+MINI_FILES = {"mini": True, "reference": False}
 CPU_CHECK_SEQ_LEN = 256  # a reference dry or smoke run on a CPU: sequences of 256 tokens, not 8,192
 EVAL_BATCH = 64
 
@@ -65,7 +67,7 @@ class LlamaWorkload(Workload):
 
     @property
     def mini_files(self) -> bool:
-        return self.flavour == "mini"
+        return MINI_FILES[self.spec.scale]
 
     # --- files ---------------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -197,24 +199,33 @@ class LlamaWorkload(Workload):
         return F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
 
     # --- evaluation -------------------------------------------------------------------------------------
-    @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
         """Log-perplexity: the mean next-token cross-entropy over every token of the first ``eval_samples``
         validation sequences (summed over all sequences before dividing), each rank scoring its shard once."""
+        losses, tokens = self.sequence_losses(model)
+        total, count, seqs = self.dist.all_reduce([float(losses.sum()), float(tokens.sum()), float(len(tokens))])
+        if seqs != self.eval_samples:
+            raise RuntimeError(f"llama31_8b: evaluated {seqs:.0f} of {self.eval_samples} sequences")
+        return {"log_perplexity": total / count}
+
+    @torch.no_grad()
+    def sequence_losses(self, model: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
+        """(summed next-token cross-entropy, scored tokens) of each validation sequence of this rank's shard, in
+        order: what :meth:`evaluate` sums, and what ``benchmarks/metric_error.py`` resamples."""
         assert self.valid is not None
         model.eval()
         shard = self.dist.shard(self.eval_samples)
-        total, tokens = 0.0, 0
+        losses, tokens = [], []
         for i in range(shard.start, shard.stop, EVAL_BATCH):
             batch = torch.from_numpy(self.valid.batch(np.arange(i, min(i + EVAL_BATCH, shard.stop)))).to(self.device)
             logits = model(batch[:, :-1])
-            total += float(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten(), reduction="sum"))
-            tokens += batch[:, 1:].numel()
+            each = F.cross_entropy(logits.float().transpose(1, 2), batch[:, 1:], reduction="none").sum(1)
+            losses.append(each.double().cpu().numpy())
+            tokens.append(np.full(len(batch), batch.shape[1] - 1, dtype=np.float64))
         model.train()
-        total, tokens, seqs = self.dist.all_reduce([total, float(tokens), float(len(shard))])
-        if seqs != self.eval_samples:
-            raise RuntimeError(f"llama31_8b: evaluated {seqs:.0f} of {self.eval_samples} sequences")
-        return {"log_perplexity": total / tokens}
+        if not losses:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate(losses), np.concatenate(tokens)
 
     @torch.no_grad()
     def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
@@ -227,14 +238,15 @@ class LlamaWorkload(Workload):
 
 
 def lr_policy(r: Any):
-    """The reference's learning rate as a LambdaLR factor: linear warm-up to the base rate over the warm-up steps,
-    then cosine decay to END_LR_FACTOR x the base over ``max_steps - warmup`` steps, flat after."""
+    """The reference's learning rate (NeMo's CosineAnnealing with linear warm-up) as a LambdaLR factor: ``(step + 1)
+    / (warmup + 1)`` of the base rate up to step ``warmup``, then cosine decay to END_LR_FACTOR x the base over
+    ``max_steps - warmup`` steps, flat after."""
     warmup, decay = r.opt_learning_rate_warmup_steps, r.opt_learning_rate_decay_steps
     end = r.opt_end_learning_rate / r.opt_base_learning_rate
 
     def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
+        if step <= warmup:
+            return (step + 1) / (warmup + 1)
         done = min(1.0, (step - warmup) / max(1, decay))
         return end + (1.0 - end) * 0.5 * (1.0 + math.cos(math.pi * done))
 
