@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,7 +59,7 @@ def _benchmarks(
     return tuple(dict.fromkeys(names))
 
 
-def _relaunch_with_torchrun(nproc: int, node_args: list[str]) -> int:
+def _relaunch_with_torchrun(nproc: int, node_args: list[str], stop_file_env: str) -> int:
     argv = sys.argv[1:]
     cleaned, skip = [], False
     for a in argv:
@@ -84,9 +86,13 @@ def _relaunch_with_torchrun(nproc: int, node_args: list[str]) -> int:
         "trainperf",
         *cleaned,
     ]
+    # the ranks tell a SIGTERM sent to the job (kept aside, as on one process) from torchrun's after a failed rank
+    stop_file = Path(tempfile.gettempdir()) / f"trainperf-stop-{os.getpid()}-{secrets.token_hex(4)}"
+    env[stop_file_env] = str(stop_file)
     proc = subprocess.Popen(cmd, env=env)
 
     def forward(signum: int, _frame: object) -> None:  # torchrun passes it on to every rank
+        stop_file.touch()
         proc.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward)
@@ -98,6 +104,8 @@ def _relaunch_with_torchrun(nproc: int, node_args: list[str]) -> int:
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             proc.kill()
             return 130
+    finally:
+        stop_file.unlink(missing_ok=True)
 
 
 def _terminated(signum: int, _frame: object) -> None:
@@ -128,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         60.0 * max(registry.get_spec(key, args.scale).max_init_minutes for key in keys)
     )
     if (args.nproc > 1 or args.nnodes > 1) and not dist_mod.launched_by_torchrun():
-        return _relaunch_with_torchrun(args.nproc, node_args)
+        return _relaunch_with_torchrun(args.nproc, node_args, dist_mod.STOP_FILE_ENV)
 
     ctx = dist_mod.init_from_env(timeout_s)
     if ctx.distributed:  # torchrun's SIGTERM means another rank failed: this run fails too (counted, aborted)
@@ -255,6 +263,10 @@ def cmd_slurm(args: argparse.Namespace) -> int:
         time_limit=args.time,
         partition=args.partition,
         account=args.account,
+        dependency=args.dependency,
+        array_runs=run.runs if args.array else None,
+        container_image=args.container_image,
+        container_mounts=args.container_mounts,
     )
     script = slurm.write_script(text, args.output)
     desc = describe_system(
@@ -425,6 +437,22 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl.add_argument("--time", default=None, help="#SBATCH --time, e.g. 02:00:00")
     sl.add_argument("--partition", default=None, help="#SBATCH --partition")
     sl.add_argument("--account", default=None, help="#SBATCH --account")
+    sl.add_argument("--dependency", default=None, help="#SBATCH --dependency, e.g. afterok:1234")
+    sl.add_argument(
+        "--array",
+        action="store_true",
+        help="one array task per run of --runs N (#SBATCH --array=0-(N-1)%%1): task k resumes the runs before it "
+        "in the same --out folder and adds one, so the N runs of a score gather in one folder",
+    )
+    sl.add_argument(
+        "--container-image",
+        default=None,
+        help="run each node's agent in this container image with pyxis/enroot (srun --container-image); trainperf "
+        "and the data must be in the image or mounted",
+    )
+    sl.add_argument(
+        "--container-mounts", default=None, help="srun --container-mounts=SRC:DST[,...] (with --container-image)"
+    )
     sl.set_defaults(func=cmd_slurm)
 
 

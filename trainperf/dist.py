@@ -12,12 +12,13 @@ import datetime
 import importlib
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as torch_dist
 
-from trainperf.errors import ProcessGroupFailed, UsageError
+from trainperf.errors import ProcessGroupFailed, Terminated, UsageError
 
 # How long a rank waits for the others at a collective before the job fails (torch's own default is 30 minutes
 # for gloo, 10 for NCCL). The CLI sets it from the specs it runs: the longest legitimate wait is one rank's
@@ -185,10 +186,16 @@ def peer_failure(ctx: DistContext, exc: BaseException, timeout_s: float | None =
 
 
 def stop_on_sigterm(ctx: DistContext) -> None:
-    """Under torchrun: SIGTERM (torchrun stopping the job when another rank failed) raises ProcessGroupFailed, so
-    that this rank ends like a failed run (a started run is logged aborted and counted) instead of dying mid-write."""
+    """Under torchrun, SIGTERM has two senders. The job was asked to stop (``kill``, Slurm's ``scancel`` or time
+    limit): `trainperf run`'s launcher got the signal and left its stop file (:data:`STOP_FILE_ENV`), and the run
+    ends as on one process (``Terminated``: logged aborted and kept aside, then redone). Otherwise torchrun is
+    stopping the job because another rank failed: ProcessGroupFailed, so this rank ends like a failed run (a started
+    run is logged aborted and counted) instead of dying mid-write."""
 
     def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # Slurm signals every process, torchrun then again: one is enough
+        if _asked_to_stop():
+            raise Terminated()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
         raise ProcessGroupFailed(
             f"rank {ctx.rank} of {ctx.world_size}: stopped by torchrun (SIGTERM), which ends the job when one of its "
@@ -197,3 +204,19 @@ def stop_on_sigterm(ctx: DistContext) -> None:
         )
 
     signal.signal(signal.SIGTERM, stop)
+
+
+STOP_FILE_ENV = "TRAINPERF_STOP_FILE"  # `trainperf run`'s launcher creates this file when it is sent SIGTERM
+STOP_FILE_WAIT_S = 1.0  # Slurm signals a step's processes in no set order: the launcher may hear it just after
+
+
+def _asked_to_stop() -> bool:
+    path = os.environ.get(STOP_FILE_ENV)
+    if not path:
+        return False
+    deadline = time.monotonic() + STOP_FILE_WAIT_S
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 
 def main(argv: list[str]) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -34,6 +35,8 @@ def main(argv: list[str]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except SignalException as e:  # the job was sent SIGTERM (kill, scancel): its ranks said what became of the run
+        return 128 + int(e.sigval)
     return 0
 
 

@@ -3,13 +3,17 @@
 ``trainperf run … --nnodes N --node-rank R --rdzv-endpoint HOST:PORT [--rdzv-id ID] [--nproc P]`` starts one
 torchrun agent on this node; the agents of all N nodes meet at HOST:PORT (the c10d rendezvous: the agent on HOST
 serves it, the others connect) and start P processes each. Without ``--nnodes`` (or with 1) a run is a
-standalone torchrun job on this node, as before. No import-time side effects; no torch import.
+standalone torchrun job on this node, as before. Under Slurm, :func:`slurm_job` tells which job a run belongs to
+(its record in the run's log). No import-time side effects; no torch import.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+from collections.abc import Mapping
 
 from trainperf.errors import UsageError
 
@@ -92,3 +96,55 @@ def _env_int(name: str, default: int) -> int:
         raise UsageError(
             f"${name}={text!r} is not a whole number (torchrun sets it; unset it outside torchrun)"
         ) from None
+
+
+# The Slurm job a run belongs to: Slurm's variables (every task of a job has them), then `sacct` where the cluster
+# keeps accounting. Values are bounded, as everything written into a log is.
+_SLURM_VARS = {
+    "job_id": "SLURM_JOB_ID",
+    "array_job_id": "SLURM_ARRAY_JOB_ID",
+    "array_task_id": "SLURM_ARRAY_TASK_ID",
+    "node_list": "SLURM_JOB_NODELIST",
+    "nodes": "SLURM_JOB_NUM_NODES",
+    "partition": "SLURM_JOB_PARTITION",
+    "account": "SLURM_JOB_ACCOUNT",
+    "cluster": "SLURM_CLUSTER_NAME",
+}
+_SLURM_VALUE = re.compile(r"^[A-Za-z0-9_.,\[\]-]{1,256}$")
+_SACCT_FIELDS = ("JobID", "NodeList", "Partition", "Account", "Cluster")
+SACCT_TIMEOUT_S = 5  # accounting that does not answer in seconds is left out, never waited on
+
+
+def slurm_job(environ: Mapping[str, str] | None = None, *, sacct: bool = True) -> dict[str, str] | None:
+    """The Slurm job of this process (job id, node list, array task, partition, ...), or None outside Slurm.
+
+    ``source`` says where the facts came from: ``sacct`` when the cluster's accounting answered (it then also
+    fills the partition, account and cluster the job's variables may lack), else ``environment``."""
+    env = os.environ if environ is None else environ
+    if not _SLURM_VALUE.match(env.get("SLURM_JOB_ID", "")):
+        return None
+    job = {key: env[var] for key, var in _SLURM_VARS.items() if _SLURM_VALUE.match(env.get(var, ""))}
+    job["source"] = "environment"
+    accounted = _sacct(job["job_id"]) if sacct else None
+    if accounted:
+        for key, value in accounted.items():
+            job.setdefault(key, value)
+        job["source"] = "sacct"
+    return job
+
+
+def _sacct(job_id: str) -> dict[str, str] | None:
+    """The job's allocation as Slurm's accounting records it; None where there is none (no slurmdbd, no sacct)."""
+    exe = shutil.which("sacct")
+    if exe is None:
+        return None
+    cmd = [exe, "-j", job_id, "-X", "-n", "-P", "-o", ",".join(_SACCT_FIELDS)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rows = [line.split("|") for line in r.stdout.splitlines()[:2]]
+    if r.returncode != 0 or len(rows) != 1 or len(rows[0]) != len(_SACCT_FIELDS):
+        return None
+    keys = ("job_id", "node_list", "partition", "account", "cluster")
+    return {k: v for k, v in zip(keys, rows[0], strict=True) if _SLURM_VALUE.match(v)}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
@@ -44,3 +47,35 @@ def test_the_cause_of_a_failed_job(monkeypatch, capsys, failures, code, says):
     assert launch.main(["--standalone", "--nproc_per_node=2", "x.py"]) == code
     err = capsys.readouterr().err
     assert (says in err) if says else err == ""
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_a_rank_tells_a_stopped_job_from_a_failed_rank(tmp_path, monkeypatch, asked):
+    """SIGTERM to the job (kill, scancel) leaves the launcher's stop file: the run is kept aside as on one process;
+    torchrun's own SIGTERM after another rank failed leaves none: the run fails (counted, aborted)."""
+    from trainperf import dist
+    from trainperf.errors import ProcessGroupFailed, Terminated
+
+    stop_file = tmp_path / "stop"
+    if asked:
+        stop_file.touch()
+    monkeypatch.setenv(dist.STOP_FILE_ENV, str(stop_file))
+    monkeypatch.setattr(dist, "STOP_FILE_WAIT_S", 0.1)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        dist.stop_on_sigterm(dist.DistContext(rank=1, world_size=2))
+        with pytest.raises(Terminated if asked else ProcessGroupFailed):
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0.5)  # the handler runs in the main thread at the next bytecode
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_job_sent_sigterm_exits_without_a_traceback(monkeypatch):
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    def run(_args):
+        raise SignalException("Process 1 got signal: 15", sigval=signal.SIGTERM)
+
+    monkeypatch.setattr("torch.distributed.run.run", run)
+    assert launch.main(["--standalone", "-m", "trainperf"]) == 143

@@ -147,3 +147,96 @@ def test_render_refuses_bad_numbers():
         slurm.render(benchmarks=["resnet"], run_args=[], nodes=0, nproc_per_node=1, gpus_per_node=0)
     with pytest.raises(UsageError, match="--port"):
         slurm.render(benchmarks=["resnet"], run_args=[], nodes=2, nproc_per_node=1, gpus_per_node=0, port=0)
+
+
+def test_one_node_job_runs_standalone_without_a_rendezvous(tmp_path):
+    path = tmp_path / "job.sbatch"
+    assert main(["slurm", "dlrm", "--nodes", "1", "-o", str(path)]) == 0
+    [srun] = [line for line in path.read_text().splitlines() if line.startswith("srun ")]
+    assert "--nnodes 1" in srun and "--node-rank" not in srun and "--rdzv-endpoint" not in srun
+
+
+def test_slurm_options_of_a_cluster_user_are_rendered(tmp_path):
+    text = _script(
+        tmp_path,
+        *("--dependency", "afterok:1234", "--container-image", "nvcr.io#nvidia/pytorch:24.09-py3"),
+        *("--container-mounts", "/data:/data,/results:/results"),
+    )
+    lines = text.splitlines()
+    assert "#SBATCH --dependency=afterok:1234" in lines
+    [srun] = [line for line in lines if line.startswith("srun ")]
+    assert "--container-image=nvcr.io#nvidia/pytorch:24.09-py3" in srun
+    assert "--container-mounts=/data:/data,/results:/results" in srun
+    assert subprocess.run(["bash", "-n", str(tmp_path / "job.sbatch")]).returncode == 0
+
+
+def test_an_array_has_one_task_per_run_each_resuming_the_runs_before_it(tmp_path):
+    text = _script(tmp_path, "--array", "--", "--runs", "5")
+    assert "#SBATCH --array=0-4%1" in text.splitlines()  # one task at a time, into the same folder
+    assert "#SBATCH --output=%x-%A_%a.out" in text.splitlines()
+    path = tmp_path / "job.sbatch"
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text("#!/bin/bash\nprintf 'gpu1\\n'\n")
+    (fake / "srun").write_text('#!/bin/bash\nwhile [[ $1 == --* ]]; do shift; done\nSLURM_NODEID=0 "$@"\n')
+    (fake / "trainperf").write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    env = {
+        "PATH": f"{fake}:/usr/bin:/bin",
+        "SLURM_JOB_NODELIST": "gpu1",
+        "SLURM_JOB_ID": "9",
+        "SLURM_ARRAY_TASK_ID": "3",
+    }
+    r = subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    argv = json.loads(r.stdout)
+    assert argv[len(argv) - 1 - argv[::-1].index("--runs") + 1] == "4"  # the last --runs wins: task 3 adds run 3
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--dependency", "after ok"], "--dependency"),
+        (["--container-image", "img; rm -rf /"], "--container-image"),
+        (["--container-mounts", "/a:/a"], "needs --container-image"),
+        (["--array", "--", "--runs", "0"], "--array"),
+    ],
+)
+def test_slurm_refuses_bad_cluster_options(tmp_path, capsys, extra, words):
+    path = tmp_path / "job.sbatch"
+    assert main(["slurm", "dlrm", "--nodes", "2", "-o", str(path), *extra]) == 2
+    assert words in capsys.readouterr().err and not path.exists()
+
+
+def test_the_slurm_job_of_a_run_comes_from_its_variables():
+    assert nodes.slurm_job({}, sacct=False) is None
+    env = {
+        "SLURM_JOB_ID": "12",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_ARRAY_TASK_ID": "x y",
+    }
+    job = nodes.slurm_job(env, sacct=False)
+    assert job == {
+        "job_id": "12",
+        "node_list": "node[1-2]",
+        "nodes": "2",
+        "source": "environment",
+    }  # bad value left out
+
+
+def test_sacct_fills_what_the_variables_lack(tmp_path, monkeypatch):
+    fake = tmp_path / "sacct"
+    fake.write_text("#!/bin/bash\necho '12|node[1-2]|gpu|proj7|clusterA'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    job = nodes.slurm_job({"SLURM_JOB_ID": "12", "SLURM_JOB_PARTITION": "main"})
+    assert job == {
+        "job_id": "12",
+        "partition": "main",
+        "node_list": "node[1-2]",
+        "account": "proj7",
+        "cluster": "clusterA",
+        "source": "sacct",
+    }

@@ -308,6 +308,9 @@ class _Run:
         log.event("trainperf_dry_run", config.dry_run)
         log.event("trainperf_smoke", config.smoke)
         log.event("trainperf_world_size", self.dist.world_size)
+        job = nodes.slurm_job() if self.dist.is_main else None  # rank 0 writes the log; one sacct per run
+        if job is not None:
+            log.event("trainperf_slurm_job", job)  # job id, node list, array task: which allocation ran it
         log.event("trainperf_progress_unit", spec.unit)
         log.event("trainperf_overrides", dict(config.overrides))  # hyperparameters changed from the default recipe
         log.event("trainperf_target", spec.target_text)
