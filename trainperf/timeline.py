@@ -259,10 +259,31 @@ def _within(run: _Run, rec: Mapping[str, Any]) -> bool:
     return t is not None and run.start is not None and run.stop is not None and run.start[1] <= t <= run.stop[1]
 
 
-def past_budget(epoch_num: Any, budget: float | None, offset: float = 0.0) -> bool:
+def own_progress(lines: Sequence[Line]) -> tuple[Any, ...]:
+    """The ``epoch_num`` of each ``eval_accuracy`` of trainperf's own log, in the spec's progress unit (plus its
+    ``epoch_num_offset``); empty for another submitter's log, whose ``epoch_num`` is in units of its own (Habana's
+    v2.0 bert logs samples)."""
+    if not any(rec.get("key") == OWN_LOG for _, rec in lines):
+        return ()
+    return tuple(
+        rec["metadata"].get("epoch_num") if isinstance(rec.get("metadata"), Mapping) else None
+        for _, rec in lines
+        if rec.get("key") == EVALUATION
+    )
+
+
+def past_budget(epoch_num: Any, budget: Any, offset: float = 0.0) -> bool:
     """Whether an evaluation logged at ``epoch_num`` (the spec's progress unit plus its ``epoch_num_offset``) comes
-    after the spec's progress budget: such an evaluation never makes a run a success (the harness stops a run at
-    its budget). ``budget`` None: unknown, nothing is past it. A tolerance of a millionth absorbs rounding."""
-    if budget is None or isinstance(epoch_num, bool) or not isinstance(epoch_num, int | float):
+    after the spec's progress budget (``max_progress``): the harness stops a run at its budget, so such an evaluation
+    never makes a run a success. A budget that is not a number (one computed from the recipe) bounds nothing here.
+    A tolerance of a millionth absorbs rounding."""
+    if isinstance(budget, bool) or not isinstance(budget, int | float):
+        return False
+    if isinstance(epoch_num, bool) or not isinstance(epoch_num, int | float):
         return False
     return epoch_num - offset > budget * (1 + 1e-6) + 1e-9
+
+
+def first_past_budget(progress: Sequence[Any], budget: Any, offset: float = 0.0) -> Any:
+    """The first ``epoch_num`` of ``progress`` (:func:`own_progress`) past the budget, None when none is."""
+    return next((p for p in progress if past_budget(p, budget, offset)), None)
