@@ -7,7 +7,7 @@ prove it took (from the first to the last training record whose time the perturb
 submitter's log may train on after run_stop for :data:`trainperf.timeline.TAIL_SHARE` of its run, so its bound is that
 span over 1 + TAIL_SHARE). A run whose times were not touched is scored exactly as the unperturbed log, and a target
 reached past the spec's progress budget is never a success. A forger who rewrites every time consistently is out of
-reach of any rule on one log; review compares the runs of a result set for that (test_distinct_runs.py).
+reach of any rule on one log.
 
 Size: CI runs SCORE_EXAMPLES examples of each kind (derandomized, the 'ci' profile), a few seconds;
 ``HYPOTHESIS_PROFILE=explore`` draws new ones.
