@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from trainperf import limits
 from trainperf.errors import ResultsError
 from trainperf.limits import OverLimit
-from trainperf.run_checks import RECORD_FIX, TIMING_FIX, logged_ms, record_problems, timing_problems
+from trainperf.run_checks import RECORD_FIX, TIMING_FIX, logged_ms, read_timing, record_problems
 
 TOKEN = ":::MLLOG "
 LIMIT_FIX = "is it the log of one MLPerf run? move it away, or redo the run"
@@ -287,12 +287,14 @@ class LoggedRun:
 
 def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset()) -> LoggedRun:
     """The run logged in ``path``; a :class:`ResultsError` naming the line when a record cannot be read
-    (:func:`record_problems`) or the timing is impossible (:func:`timing_problems`). A log whose
-    ``submission_benchmark`` is in ``evaluated_after_stop`` (``registry.evaluated_after_run_stop()``) may log
-    evaluations after ``run_stop``."""
+    (:func:`record_problems`) or the timing is impossible (:func:`read_timing`, the timeline rule among them). A log
+    whose ``submission_benchmark`` is in ``evaluated_after_stop`` (``registry.evaluated_after_run_stop()``) may log
+    evaluations after ``run_stop``. Evaluations the timeline rule reads but does not count (untimed ones during
+    initialization, evaluations after ``run_stop`` of no checkpoint saved within the run) are not in ``evaluations``
+    nor in ``curve``."""
     lines = read_mllog_lines(path)
     logged = next((rec.get("value") for _, rec in lines if rec.get("key") == "submission_benchmark"), None)
-    timing = timing_problems(lines, after_stop=isinstance(logged, str) and logged in evaluated_after_stop)
+    timing, uncounted = read_timing(lines, after_stop=isinstance(logged, str) and logged in evaluated_after_stop)
     for problems, fix in ((record_problems(lines), RECORD_FIX), (timing, TIMING_FIX)):
         if problems:
             more = f" (and {len(problems) - 1} more such problem(s))" if len(problems) > 1 else ""
@@ -312,7 +314,7 @@ def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset())
     evaluations = []
     evaluation_lines = []
     for n, rec in lines:
-        if rec["key"] != "eval_accuracy":
+        if rec["key"] != "eval_accuracy" or n in uncounted:  # untimed, or of no checkpoint of the run
             continue
         evaluations.append(rec.get("value"))
         evaluation_lines.append(n)

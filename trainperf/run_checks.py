@@ -13,14 +13,16 @@ a quality no metric can take. :func:`trainperf.results.parse_run` refuses such a
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from trainperf.timeline import check_timeline
+
 TIMING_FIX = (
-    "a result file holds one whole run, with run_start <= every eval_accuracy <= run_stop; the file is damaged "
+    "a result file holds one whole run, with run_start <= every training record and eval_accuracy <= run_stop; the "
+    "file is damaged "
     "or was edited: restore it, or move it away and redo the run"
 )
 RECORD_FIX = "the file is damaged, or was not written by an MLPerf logger: restore it, or move it away and redo the run"
@@ -108,16 +110,24 @@ def is_number(x: Any) -> bool:
 
 
 def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_stop: bool = False) -> list[str]:
-    """What makes the run's duration or an evaluation impossible, one sentence each naming its log line.
+    """What makes the run's duration or an evaluation impossible, one sentence each naming its log line
+    (:func:`read_timing`'s problems)."""
+    return read_timing(lines, after_stop=after_stop)[0]
+
+
+def read_timing(
+    lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_stop: bool = False
+) -> tuple[list[str], frozenset[int]]:
+    """(what makes the run's duration or an evaluation impossible, one sentence each naming its log line; the line
+    numbers of the evaluations that are read but never counted: see :mod:`trainperf.timeline`).
 
     Checked: ``run_start`` and ``run_stop`` are logged at most once each (the official checker only warns
     about a copy with the same value); the first ``run_start`` and ``run_stop`` and every
     ``eval_accuracy`` have a plausible ``time_ms`` (:func:`time_problem`: a whole number of milliseconds
     between 2000 and 2100); ``run_stop`` is not before ``run_start`` (a negative duration) nor more than
-    :data:`MAX_RUN_MS` after it; no ``eval_accuracy`` is timed before ``run_start`` or after ``run_stop`` (evaluation is
-    on the clock, inside the run), unless ``after_stop``: the benchmark's reference evaluates its models
-    once training is over (minigo), so evaluations after ``run_stop`` are part of its log; nor after the
-    ``run_stop`` of a run that did not end with status ``success``.
+    :data:`MAX_RUN_MS` after it; then the timeline rule (:func:`trainperf.timeline.check_timeline`): evaluations
+    and training records inside the timed run, as the round's rules allow (``after_stop``: the benchmark's reference
+    evaluates checkpoints once training is over, as minigo's does), progress that never goes back.
     """
     lines = list(lines)
     problems: list[str] = []
@@ -143,8 +153,6 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
         else:
             bounds[key] = (found[0], logged_ms(found[1]))
     start, stop = bounds.get("run_start"), bounds.get("run_stop")
-    # An evaluation after the run_stop of a run that did not succeed buys nothing (the run is not a result):
-    # NVIDIA's published v2.0 rnnt logs of a diverged run evaluate once more after run_stop 'aborted'.
     stop_record = next((rec for _, rec in lines if rec.get("key") == "run_stop"), None)
     stop_meta = stop_record.get("metadata") if stop_record is not None else None
     stop_status = stop_meta.get("status") if isinstance(stop_meta, Mapping) else None
@@ -153,48 +161,24 @@ def timing_problems(lines: Iterable[tuple[int, Mapping[str, Any]]], *, after_sto
             f"run_stop at line {stop[0]} (time_ms {stop[1]}) is before run_start at line {start[0]} "
             f"(time_ms {start[1]}): a negative duration of {(stop[1] - start[1]) / 60000:.4g} minutes"
         )
-        stop = None  # one problem, not one more for each evaluation after this run_stop
+        stop = None  # one problem, not one more for each record after this run_stop
     elif start and stop and stop[1] - start[1] > MAX_RUN_MS:
         problems.append(
             f"run_stop at line {stop[0]} (time_ms {stop[1]}) is {(stop[1] - start[1]) / 86_400_000:.4g} days after "
             f"run_start at line {start[0]} (time_ms {start[1]}), over the {MAX_RUN_MS // 86_400_000} days "
             f"({MAX_RUN_MS} ms) a run may take here ({MAX_RUN_WHY})"
         )
-    # A line after run_stop that repeats an evaluation timed within the run (its value and epoch) is a copy, not an
-    # evaluation off the clock: NVIDIA's published v1.1 HugeCTR dlrm logs repeat their last one 1 ms after run_stop.
-    timed = {_evaluation(rec) for _, rec in lines if rec.get("key") == "eval_accuracy" and _within(rec, start, stop)}
-    for n, rec in lines:
-        if rec.get("key") != "eval_accuracy":
-            continue
-        t = logged_ms(rec)
-        if t is not None and stop and t > stop[1] and _evaluation(rec) in timed:
-            continue
-        if t is None:
-            problems.append(f"eval_accuracy at line {n} {time_problem(rec.get('time_ms'))}")
-        elif start and t < start[1]:
-            problems.append(
-                f"eval_accuracy at line {n} (time_ms {t}) is before run_start at line {start[0]} "
-                f"(time_ms {start[1]}): an evaluation outside the timed run"
-            )
-        elif stop and t > stop[1] and not after_stop and stop_status == "success":
-            problems.append(
-                f"eval_accuracy at line {n} (time_ms {t}) is after run_stop at line {stop[0]} "
-                f"(time_ms {stop[1]}): an evaluation outside the timed run"
-            )
-    return problems
-
-
-def _evaluation(rec: Mapping[str, Any]) -> str:
-    """An eval_accuracy record's value and epoch, as text (to tell a repeated line from a new evaluation)."""
-    meta = rec.get("metadata")
-    epoch = meta.get("epoch_num") if isinstance(meta, Mapping) else None
-    return json.dumps([rec.get("value"), epoch], sort_keys=True, default=str)
-
-
-def _within(rec: Mapping[str, Any], start: tuple[int, int] | None, stop: tuple[int, int] | None) -> bool:
-    """True when the record is timed within the run: not before run_start, not after run_stop."""
-    t = logged_ms(rec)
-    return t is not None and start is not None and stop is not None and start[1] <= t <= stop[1]
+    problems += [
+        f"eval_accuracy at line {n} {time_problem(rec.get('time_ms'))}"
+        for n, rec in lines
+        if rec.get("key") == "eval_accuracy" and logged_ms(rec) is None
+    ]
+    # An evaluation after the run_stop of a run that did not succeed buys nothing (the run is not a result):
+    # NVIDIA's published v2.0 rnnt logs of a diverged run evaluate once more after run_stop 'aborted'.
+    timeline = check_timeline(
+        lines, start, stop, status=stop_status, after_stop=after_stop, ms=logged_ms, max_run_ms=MAX_RUN_MS
+    )
+    return problems + timeline.problems, timeline.uncounted
 
 
 def record_problems(lines: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:

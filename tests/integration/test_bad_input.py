@@ -191,6 +191,20 @@ def implausible_times_and_lines_two_readers_read_apart(s: Scratch) -> None:
     )
 
 
+@setup("log-timeline-start", "log-timeline-stop", "log-progress-back")
+def timelines_that_do_not_hold(s: Scratch) -> None:
+    _write(s.root / "late-start.txt", _shifted(_records(), 1_000, ("run_start",)))
+    recs = _records()
+    evaluations = ("eval_start", "eval_accuracy", "eval_stop")
+    second = [r for r in recs if isinstance(r, dict) and r["key"] in evaluations][3:]  # the second epoch's
+    _shifted([*second, _first(recs, "run_stop")], -500)
+    _write(s.root / "early-stop.txt", recs)
+    recs = _records()
+    evaluations = [r for r in recs if isinstance(r, dict) and r["key"] == "eval_accuracy"]
+    evaluations[0]["metadata"]["epoch_num"], evaluations[1]["metadata"]["epoch_num"] = 1.5, 1.0
+    _write(s.root / "back.txt", recs)
+
+
 @setup("package-time-shifted", "report-time-shifted")
 def a_package_shifted_by_10_22_ms(s: Scratch) -> None:
     for path in sorted((make_package(s.root / "shifted") / "results" / "box" / "resnet").iterdir()):

@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "trainperf.results",
             "trainperf.run_checks",
+            "trainperf.timeline",
             "trainperf.scoring",
             "trainperf.system",
             "trainperf.host",

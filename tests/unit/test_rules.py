@@ -330,23 +330,36 @@ def test_an_evaluation_outside_the_run_is_refused_by_check_and_by_the_parser(tmp
         parse_run(log)
 
 
+FOREIGN = ("trainperf_version", "trainperf_scale", "trainperf_division")  # a log another submitter's code wrote
+
+
 def test_minigo_evaluates_its_models_after_run_stop_as_its_reference_does(tmp_path, rule_file):
     """The v2.0 minigo reference plays every generation's model once training is over (eval_models.py), and
-    its published logs put those eval_accuracy lines after run_stop; any other benchmark's are refused."""
+    its published logs put those eval_accuracy lines after run_stop, each of a model saved (save_model) within the
+    run; any other benchmark's are refused, and so are trainperf's own, whose harness evaluates on the clock."""
     from trainperf import registry
     from trainperf.errors import ResultsError
     from trainperf.results import parse_run
 
     assert registry.evaluated_after_run_stop() == {"minigo"}
     post_hoc = registry.evaluated_after_run_stop()
-    minigo = write_log(tmp_path / "minigo.txt", values={"submission_benchmark": "minigo"})
+    saved = (("save_model", {"iteration": 1}, {}),)  # generation 1's model, saved within the run
+    minigo = write_log(tmp_path / "minigo.txt", values={"submission_benchmark": "minigo"}, drop=FOREIGN, extra=saved)
     stop = next(json.loads(ln[9:])["time_ms"] for ln in minigo.read_text().splitlines() if '"run_stop"' in ln)
     retime(minigo, "eval_accuracy", stop + 3_600_000, last=True)
     run = parse_run(minigo, evaluated_after_stop=post_hoc)
     assert run.minutes == (stop - start_ms(minigo)) / 60000.0  # the result is still run_start to run_stop
+    assert run.evaluations == [0.52, 0.95]  # the model evaluated after run_stop was saved within the run: counted
     assert not any(p.startswith(compliance.TIMING_PROBLEM) for p in check(minigo, rule_file).problems)
     with pytest.raises(ResultsError, match="after run_stop"):
         parse_run(minigo)  # a reader that does not say which benchmarks evaluate after the run
+    unsaved = write_log(tmp_path / "unsaved.txt", values={"submission_benchmark": "minigo"}, drop=FOREIGN)
+    retime(unsaved, "eval_accuracy", stop + 3_600_000, last=True)
+    assert parse_run(unsaved, evaluated_after_stop=post_hoc).evaluations == [0.52]  # of no saved model: not counted
+    own = write_log(tmp_path / "own.txt", values={"submission_benchmark": "minigo"}, extra=saved)
+    retime(own, "eval_accuracy", stop + 3_600_000, last=True)
+    with pytest.raises(ResultsError, match="timeline rule: eval_accuracy .* after run_stop .* evaluates on the clock"):
+        parse_run(own, evaluated_after_stop=post_hoc)
     before = write_log(tmp_path / "before.txt", values={"submission_benchmark": "minigo"})
     retime(before, "eval_accuracy", start_ms(before) - 1)
     with pytest.raises(ResultsError, match="before run_start"):
@@ -363,14 +376,14 @@ def test_an_evaluation_after_the_run_stop_of_a_failed_run_is_read(tmp_path):
     from trainperf.errors import ResultsError
     from trainperf.results import parse_run
 
-    log = write_log(tmp_path / "aborted.txt")
+    log = write_log(tmp_path / "aborted.txt", drop=FOREIGN)  # NVIDIA's log, not trainperf's
     text = log.read_text(encoding="utf-8")
     assert text.count('"status": "success"') == 1
     log.write_text(text.replace('"status": "success"', '"status": "aborted"'), encoding="utf-8")
     later = start_ms(log) + 3_600_000  # an hour after run_start, after its run_stop
     retime(log, "eval_accuracy", later, last=True)
     assert parse_run(log).status == "aborted"
-    success = write_log(tmp_path / "success.txt")
+    success = write_log(tmp_path / "success.txt", drop=FOREIGN)
     retime(success, "eval_accuracy", later, last=True)
     with pytest.raises(ResultsError, match="after run_stop"):
         parse_run(success)

@@ -25,6 +25,7 @@ from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
+from trainperf.timeline import first_past_budget, own_progress
 
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
 # result_<i>.txt, or result_<id>_<i>.txt as some published packages name them (the official package checker takes
@@ -47,6 +48,7 @@ class RunResult:
     evaluations: tuple[Any, ...] = ()  # the eval_accuracy values as logged (numbers, or objects of fields)
     evaluation_lines: tuple[int, ...] = ()  # the line of each evaluation in the result file
     reached_target: bool | None = None  # whether an evaluation reaches the spec's target; None: target unknown
+    progress: tuple[Any, ...] = ()  # the epoch_num of each evaluation of trainperf's own log (timeline.own_progress)
     note: str = ""  # why the run is counted differently from its logged status; "" otherwise
 
     @property
@@ -282,7 +284,14 @@ def _rederive(run: RunResult, spec: BenchmarkSpec, key: str) -> RunResult:
             return False
 
     # The budget is progress, not minutes (the runner's rule): a run succeeds when one of its logged evaluations
-    # reaches the target, however long the machine took to get there.
+    # reaches the target within the budget, however long the machine took to get there.
+    over = first_past_budget(run.progress, spec.max_progress, spec.epoch_num_offset)
+    if over is not None:
+        note = (
+            f"{run.path.name} of {key}: evaluated at epoch_num {over:g}, past the {spec.max_progress:g} {spec.unit} "
+            "budget (timeline rule: the harness stops a run at its budget); counted as failed"
+        )
+        return replace(run, reached_target=False, note=note)
     run = replace(run, reached_target=any(reached(v) for v in run.evaluations))
     if run.status == "success" and not run.reached_target:
         best = _best(run.evaluations, spec)
@@ -352,6 +361,7 @@ def _read_run(
         start_ms=logged.start_ms,
         evaluations=tuple(logged.evaluations),
         evaluation_lines=tuple(logged.evaluation_lines),
+        progress=own_progress(logged.lines),
     )
     return run, logged.scale
 

@@ -25,6 +25,7 @@ from trainperf.spec import MLPERF_RULESET
 from trainperf.submission import official
 from trainperf.submission import tool_plan as tool_plan
 from trainperf.submission.layout import Layout
+from trainperf.timeline import first_past_budget, own_progress
 
 _STATUS_PROBLEM = "the run stopped with status"  # compliance's words for a run that did not succeed
 # a log that ends before the run does: the checker's count and compliance's status sentence
@@ -233,6 +234,7 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
     """(b) check_log's result on every file (``checked``: by file name, from :func:`_check_many`); runs logged as
     aborted are tolerated up to olympic scoring's drop count."""
     _, dropped = _runs_required(bench)
+    spec = _spec(bench)
     aborted: list[str] = []
     lenient: list[str] = []  # compliant by the round's own checker, not by the installed one (round_only)
     for run in bench.runs:
@@ -244,6 +246,14 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
             continue
         run.compliant = res.passed
         bench.warnings.extend(f"{run.name}: {w}" for w in res.warnings)  # the official checker's own warnings
+        if res.passed and (over := _past_budget(run, spec)) is not None:
+            run.compliant = False  # a target reached past the budget is not a success: a failed run
+            bench.warnings.append(
+                f"{run.name}: evaluated at epoch_num {over:g}, past the {spec.max_progress:g} {spec.unit} budget "
+                "(timeline rule: the harness stops a run at its budget); counted as a run that did not reach the target"
+            )
+            aborted.append(run.name)
+            continue
         if res.passed:
             if res.round_only:
                 lenient.append(run.name)
@@ -268,6 +278,13 @@ def _check_compliance(bench: _Bench, checked: dict[str, Any]) -> None:
             f"{', '.join(aborted)} stopped without reaching the target; counted as the slowest, which olympic "
             "scoring drops"
         )
+
+
+def _past_budget(run: _Run, spec: Any) -> Any:
+    """The first epoch_num past the spec's progress budget in trainperf's own log (None: none, or no spec)."""
+    if spec is None or run.logged is None:
+        return None
+    return first_past_budget(own_progress(run.logged.lines), spec.max_progress, spec.epoch_num_offset)
 
 
 _NOT_ACCEPTED = re.compile(r"package_checker: (\d+) files do not comply, directory cannot be accepted$")
