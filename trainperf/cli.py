@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 from trainperf import cli_list, registry, slurm
 from trainperf.ablation.cli import add_parser as add_ablation_parser
+from trainperf.arguments import add_force_argument, whole_number
 from trainperf.cli_run import add_run_arguments, default_division, suite_options
 from trainperf.data.prepare import dataset_for, mini_datasets
 from trainperf.errors import ProcessGroupFailed, RunFailed, Terminated, TrainperfError, UsageError
+from trainperf.fileio import Output, check_outputs
 from trainperf.history.cli import add_parser as add_history_parser
 from trainperf.nodes import torchrun_node_args
 from trainperf.paths import default_data_dir
@@ -25,7 +27,10 @@ from trainperf.report.compare import add_parser as add_compare_parser
 from trainperf.scaling.cli import add_parser as add_scaling_parser
 from trainperf.spec import SCALES
 from trainperf.submission.cli import add_parser as add_submission_parser
-from trainperf.text import printable
+from trainperf.text import printable, shell_command
+
+_COUNT = whole_number(0, 1_000_000)  # nodes, GPUs or processes: the rules below each say which may be 0
+_PORT = whole_number(0, 65_535)  # 0 and the rest refused by trainperf.slurm.render, naming the option
 
 if TYPE_CHECKING:
     from trainperf.dist import DistContext
@@ -199,8 +204,10 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_system(args: argparse.Namespace) -> int:
     # the system description and the host probe (psutil): 20 ms to import, not for `trainperf --help`
-    from trainperf.system import check_system_file, describe_system, write_system
+    from trainperf.system import SYSTEM_MARK, check_system_file, describe_system, write_system
 
+    if args.output is not None:
+        check_outputs([Output(args.output, "-o", SYSTEM_MARK)], force=args.force)
     desc = describe_system(
         org=args.org, division=args.division or "open", availability=args.availability, system_name=args.system_name
     )
@@ -220,13 +227,25 @@ def cmd_system(args: argparse.Namespace) -> int:
 
 def cmd_slurm(args: argparse.Namespace) -> int:
     # the system description and the host probe (psutil): 20 ms to import, not for `trainperf --help`
-    from trainperf.system import NOT_APPLICABLE, UNKNOWN, check_system_file, describe_system, write_system
+    from trainperf.system import (
+        NOT_APPLICABLE,
+        SYSTEM_MARK,
+        UNKNOWN,
+        check_system_file,
+        describe_system,
+        write_system,
+    )
 
     benchmarks = list(args.benchmarks)
     run_args = list(args.run_args)  # the options after -- (main() passes them on)
     if run_args[:1] == ["--"]:
         run_args = run_args[1:]
     slurm.check_run_args(run_args)
+    system_output = args.output.with_name(args.output.name + ".system.json")
+    check_outputs(
+        [Output(args.output, "-o", slurm.SCRIPT_MARK), Output(system_output, "-o (its system)", SYSTEM_MARK)],
+        force=args.force,
+    )
     run = build_parser().parse_args(["run", *benchmarks, *run_args])  # a bad option fails now, not in the job
     _benchmarks(run.benchmarks, run.scale, dry_run=run.dry_run)
     gpus = args.gpus_per_node
@@ -254,11 +273,14 @@ def cmd_slurm(args: argparse.Namespace) -> int:
         desc = {k: UNKNOWN if v == NOT_APPLICABLE and k.startswith("accelerator") else v for k, v in desc.items()}
         desc["accelerators_per_node"] = str(gpus)
         desc["hw_notes"] += f" Host fields describe {os.uname().nodename}, where the job was written, not its nodes."
-    system_path = write_system(desc, args.output.with_name(args.output.name + ".system.json"))
+    system_path = write_system(desc, system_output)
     problems = check_system_file(system_path)
-    print(f"{script}: written; submit it with `sbatch {script}` ({args.nodes} node(s), one torchrun agent each)")
     print(
-        f"{system_path}: the system for {args.nodes} node(s) as seen from this host"
+        printable(f"{script}: written; submit it with `{shell_command('sbatch', script)}`")
+        + f" ({args.nodes} node(s), one torchrun agent each)"
+    )
+    print(
+        f"{printable(str(system_path))}: the system for {args.nodes} node(s) as seen from this host"
         + ("" if not problems else f"; the official system_desc_checker found problems: {'; '.join(problems)}")
         + ". The run writes the description of its own nodes under its --out folder"
     )
@@ -384,6 +406,7 @@ def _add_system(sub: argparse._SubParsersAction, parents: list[argparse.Argument
         "with -o, check it with the official system_desc_checker.",
     )
     s.add_argument("-o", "--output", type=Path, default=None, help="write the JSON here (default: print it)")
+    add_force_argument(s)
     s.set_defaults(func=cmd_system)
 
 
@@ -403,14 +426,17 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
         help="benchmark keys or 'all' (as for run); after --, options for trainperf run",
     )
     sl.add_argument("-o", "--output", type=Path, required=True, help="the sbatch script to write")
-    sl.add_argument("--nodes", type=int, required=True, help="nodes of the job (#SBATCH --nodes)")
-    sl.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node (#SBATCH --gpus-per-node; 0: CPU)")
-    sl.add_argument("--nproc-per-node", type=int, default=None, help="processes per node (default: one per GPU, or 1)")
-    sl.add_argument("--port", type=int, default=29500, help="rendezvous port on the first node (default 29500)")
+    sl.add_argument("--nodes", type=_COUNT, required=True, help="nodes of the job (#SBATCH --nodes)")
+    sl.add_argument("--gpus-per-node", type=_COUNT, default=0, help="GPUs per node (#SBATCH --gpus-per-node; 0: CPU)")
+    sl.add_argument(
+        "--nproc-per-node", type=_COUNT, default=None, help="processes per node (default: one per GPU, or 1)"
+    )
+    sl.add_argument("--port", type=_PORT, default=29500, help="rendezvous port on the first node (default 29500)")
     sl.add_argument("--job-name", default=None, help="#SBATCH --job-name (default: trainperf-BENCHMARKS)")
     sl.add_argument("--time", default=None, help="#SBATCH --time, e.g. 02:00:00")
     sl.add_argument("--partition", default=None, help="#SBATCH --partition")
     sl.add_argument("--account", default=None, help="#SBATCH --account")
+    add_force_argument(sl)
     sl.set_defaults(func=cmd_slurm)
 
 
@@ -435,7 +461,10 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:  # argparse has printed its error (a bad option, a number out of its range) or the help
+        args, extra = parser.parse_known_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
     if getattr(args, "func", None) is cmd_slurm:
         args.run_args = extra  # `trainperf slurm BENCHMARK … -- RUN_OPTIONS`: the options of the run it writes
     elif extra:
@@ -443,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except TrainperfError as e:
-        print(f"trainperf: error: {e}", file=sys.stderr)
+        print(f"trainperf: error: {printable(str(e))}", file=sys.stderr)  # it may quote a file's or folder's name
         if isinstance(e, ProcessGroupFailed):  # the group is gone: exit now, without the shutdown noise it causes
             sys.stdout.flush()
             sys.stderr.flush()

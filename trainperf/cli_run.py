@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from trainperf.arguments import MAX_RUNS, SEED_MAX, whole_number
 from trainperf.contract.switches import MAX_BUCKET_MB, MAX_PREFETCH, OPTIMIZER_IMPLS
 from trainperf.harness.switches import from_args
 from trainperf.paths import DEFAULT_OUT
@@ -35,7 +36,7 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument(
         "--runs",
-        type=int,
+        type=whole_number(1, MAX_RUNS),
         default=1,
         help="runs per benchmark (default 1: a quick preview; a valid score needs the count of the rules, "
         "shown by `trainperf list`)",
@@ -43,7 +44,7 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
     r.add_argument(
         "--seed",
-        type=int,
+        type=whole_number(0, SEED_MAX - MAX_RUNS),
         default=None,
         help="make the runs reproducible: run i uses seed SEED+i, logged as a fixed seed (default: each run "
         "draws its seed from the system's randomness and logs it, as MLPerf's closed division requires)",

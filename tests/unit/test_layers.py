@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trainperf.nodes",
             "trainperf.checkpoint",
             "trainperf.limits",
+            "trainperf.arguments",
             "trainperf.data",  # its __init__ is a docstring
             "trainperf.data.verified",
         ),

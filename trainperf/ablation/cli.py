@@ -19,6 +19,7 @@ from trainperf.paths import DEFAULT_OUT, default_data_dir
 from trainperf.registry import BENCHMARKS
 from trainperf.rules.closed import parse_overrides
 from trainperf.spec import SCALES, RunConfig
+from trainperf.text import shell_command
 
 ABLATION_DIR = "ablation"  # <out>/ablation/<benchmark>-<scale>.json and .png
 DEFAULTS = {"steps": 20, "repeats": 5, "warmup_steps": 3, "prefetch": 2}
@@ -105,7 +106,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ResultsError(f"cannot write {json_path}: {e.strerror or e}; choose another --out") from None
     print_table(console, data)
-    console.print(f"written: {json_path} and {png_path} (`trainperf report {args.out}` draws it too)", highlight=False)
+    again = shell_command("trainperf", "report", args.out)
+    console.print(f"written: {json_path} and {png_path} (`{again}` draws it too)", highlight=False, markup=False)
     failed = [c for c in data["configurations"] if c["status"] == "failed"]
     return 1 if any(c["name"] == "baseline" for c in failed) else 0
 
