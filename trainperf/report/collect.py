@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -468,14 +469,14 @@ def _count(desc: dict[str, Any], name: str, path: Path) -> int:
 
 
 def _unique_labels(systems: list[SystemResults]) -> list[SystemResults]:
-    names = [s.name for s in systems]
+    names = Counter(s.name for s in systems)  # counted once: a count per system grew with the square of their number
+    folders = Counter((s.name, s.source.name) for s in systems)
     out = []
     for s in systems:
-        if names.count(s.name) == 1:
+        if names[s.name] == 1:
             out.append(s)
             continue
-        folders = [t.source.name for t in systems if t.name == s.name]
-        where = s.source.name if folders.count(s.source.name) == 1 else str(s.source)
+        where = s.source.name if folders[(s.name, s.source.name)] == 1 else str(s.source)
         out.append(replace(s, label=f"{s.name} ({where})"))
     return out
 
