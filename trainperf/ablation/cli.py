@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf import registry
+from trainperf.arguments import SEED_MAX, whole_number
 from trainperf.contract.switches import FLAGS
 from trainperf.errors import ResultsError, UsageError
 from trainperf.fileio import atomic_write_bytes, atomic_write_text
@@ -215,11 +216,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("benchmark", metavar="BENCHMARK", help=f"benchmark key ({', '.join(BENCHMARKS)})")
     p.add_argument("--scale", choices=SCALES, default="mini", help="default mini: the workload's mini data")
-    p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="optimizer steps timed per repeat (default 20)")
-    p.add_argument("--repeats", type=int, default=DEFAULTS["repeats"], help="interleaved repeats (default 5)")
+    p.add_argument(
+        "--steps",
+        type=whole_number(1, 1_000_000),
+        default=DEFAULTS["steps"],
+        help="optimizer steps timed per repeat (default 20)",
+    )
+    p.add_argument(
+        "--repeats", type=whole_number(1, 1_000), default=DEFAULTS["repeats"], help="interleaved repeats (default 5)"
+    )
     p.add_argument(
         "--warmup-steps",
-        type=int,
+        type=whole_number(0, 1_000_000),
         default=DEFAULTS["warmup_steps"],
         help="untimed steps of each configuration first (compilation happens there; default 3)",
     )
@@ -255,9 +263,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "and sharded embedding tables cut short on any device. Default: its real train_batches",
     )
     p.add_argument(
-        "--seed", type=int, default=1, help="seed of the weights and batches, the same in every configuration"
+        "--seed",
+        type=whole_number(0, SEED_MAX),
+        default=1,
+        help="seed of the weights and batches, the same in every configuration",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")
+    p.add_argument("--threads", type=whole_number(1, 4096), default=None, help="torch threads (default: every core)")
     p.add_argument(
         "--set",
         action="append",
