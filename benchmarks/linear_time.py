@@ -1,21 +1,30 @@
-"""check, review and report on inputs 1x, 4x and 16x as large: each must cost about 16x at 16x, not 256x.
+"""check, review and report on inputs 1x, 4x and 16x as large, in lines and in files: each must cost at most 1.5x
+linear (16x the input: at most 24x the time), never 256x.
 
     flock /tmp/trainperf-cpu.lock python benchmarks/linear_time.py [--repeats 3] [--epochs 100] [--wide 16]
+        [--systems 20] [--file-repeats 1]
 
-The input at size k is a package of five mini resnet runs (``acme/results/box/resnet/result_<i>.txt`` and
+Lines: the input at size k is a package of five mini resnet runs (``acme/results/box/resnet/result_<i>.txt`` and
 ``systems/box.json``), each run logging ``k * epochs`` epochs (seven MLLOG lines each: block, epoch and evaluation
 start and stop, the accuracy rising to the target at the last) and ``k * wide`` notes of 1,000 characters (long
 lines, within the caps of trainperf/limits.py: at 16x a file is 11,500 lines, 2.4 MiB, and its sum of squared
-line lengths two thirds of MAX_LINE_COST). Timed, each the median of ``repeats``:
+line lengths two thirds of MAX_LINE_COST).
 
-- ``check``: :func:`trainperf.rules.compliance.check_log` of result_0.txt (the gate, the official compliance
-  checker in its confinement, the explanations)
+Files: the input at size k is a package of ``k * systems`` systems, each with five short mini resnet runs (four
+epochs): 100, 400 and 1,600 result files by default. ``check`` checks one file at a time (each in its own run of the
+official checker, as ``trainperf check A B ...`` does), so in this dimension it checks the five files of ``k``
+systems.
+
+Timed, each the median of ``repeats`` (``file_repeats`` for files):
+
+- ``check``: :func:`trainperf.rules.compliance.check_log` (the gate, the official compliance checker in its
+  confinement, the explanations)
 - ``review``: :func:`trainperf.submission.review.review` of the package (the copy, the gate, the batch checker,
   package_checker, result_summarizer, rcp_checker)
 - ``report``: :func:`trainperf.report.html.write_report` of the package (no history chart)
 
 It prints each command's time at each size and the ratios to 1x; linear is 4 and 16 (the fixed cost of starting
-the official tools pulls the ratios below that).
+the official tools pulls the ratios below that), and it exits 1 when a ratio is over 1.5x linear.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from trainperf.system import REQUIRED_FIELDS
 MLLOG = ":::MLLOG "
 T0 = 1_650_000_000_000
 SIZES = (1, 4, 16)
+LINEAR_SLACK = 1.5  # at most 1.5x linear: 16x the input may take at most 24x the time
 
 
 def log_text(epochs: int, wide: int, seed: int) -> str:
@@ -91,16 +101,21 @@ def log_text(epochs: int, wide: int, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_package(root: Path, epochs: int, wide: int) -> Path:
+def make_package(root: Path, epochs: int, wide: int, systems: int = 1) -> Path:
+    """``root/acme`` with five runs of ``epochs`` epochs and ``wide`` notes on each of ``systems`` systems (``box``, or
+    ``box0``, ``box1``, ... when there are several)."""
     org = root / "acme"
     (org / "systems").mkdir(parents=True)
     desc = {f: "1" if f.endswith(("count", "per_node", "nodes")) else "n/a" for f in REQUIRED_FIELDS}
-    desc.update(submitter="acme", division="open", status="research", system_name="box", accelerators_per_node="0")
-    (org / "systems" / "box.json").write_text(json.dumps(desc, indent=2))
-    folder = org / "results" / "box" / "resnet"
-    folder.mkdir(parents=True)
-    for i in range(5):
-        (folder / f"result_{i}.txt").write_text(log_text(epochs, wide, seed=i + 1))
+    desc.update(submitter="acme", division="open", status="research", accelerators_per_node="0")
+    for s in range(systems):
+        name = "box" if systems == 1 else f"box{s}"
+        (org / "systems" / f"{name}.json").write_text(json.dumps({**desc, "system_name": name}, indent=2))
+        folder = org / "results" / name / "resnet"
+        folder.mkdir(parents=True)
+        for i in range(5):
+            text = log_text(epochs, wide, seed=i + 1).replace('"value": "box"', f'"value": "{name}"')
+            (folder / f"result_{i}.txt").write_text(text)
     return org
 
 
@@ -113,37 +128,68 @@ def median_seconds(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+def time_commands(org: Path, logs: list[Path], root: Path, repeats: int) -> dict[str, float]:
+    """The median seconds of check (each of ``logs``), review and report of ``org``, after one untimed pass that
+    asserts each passes."""
+    assert all(check_log(f).passed for f in logs)
+    verdict = review(org)
+    assert verdict.passed, (verdict.problems, [v.problems for v in verdict.verdicts])
+    write_report([org], root / "report.html", history_png=None, history_round=None, force=True)  # its imports
+    return {
+        "check": median_seconds(lambda: [check_log(f) for f in logs], repeats),
+        "review": median_seconds(lambda: review(org), repeats),
+        "report": median_seconds(
+            lambda: write_report([org], root / "report.html", history_png=None, history_round=None, force=True),
+            repeats,
+        ),
+    }
+
+
+def print_table(title: str, rows: dict[str, dict[int, float]]) -> bool:
+    """The times and ratios; whether every ratio is within 1.5x of linear."""
+    print(f"\n{title}\n{'command':<8}" + "".join(f"{f'{k}x (s)':>10}" for k in SIZES) + f"{'4x/1x':>8}{'16x/1x':>8}")
+    ok = True
+    for name, t in rows.items():
+        print(f"{name:<8}" + "".join(f"{t[k]:>10.2f}" for k in SIZES) + f"{t[4] / t[1]:>8.1f}{t[16] / t[1]:>8.1f}")
+        ok &= all(t[k] / t[1] <= LINEAR_SLACK * k for k in SIZES)
+    return ok
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--epochs", type=int, default=100, help="epochs of each run at 1x (7 MLLOG lines each)")
     p.add_argument("--wide", type=int, default=16, help="notes of 1,000 characters in each run at 1x")
+    p.add_argument("--systems", type=int, default=20, help="systems of five result files each at 1x, for files")
+    p.add_argument("--file-repeats", type=int, default=1, help="repeats in the files dimension")
     a = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="trainperf-linear-"))
-    rows: dict[str, dict[int, float]] = {"check": {}, "review": {}, "report": {}}
+    lines: dict[str, dict[int, float]] = {"check": {}, "review": {}, "report": {}}
+    files: dict[str, dict[int, float]] = {"check": {}, "review": {}, "report": {}}
     try:
         for k in SIZES:
-            org = make_package(root / f"x{k}", a.epochs * k, a.wide * k)
+            org = make_package(root / f"lines-x{k}", a.epochs * k, a.wide * k)
             first = org / "results" / "box" / "resnet" / "result_0.txt"
             size = sum(f.stat().st_size for f in first.parent.iterdir())
-            lines = first.read_text().count(MLLOG)
-            result = check_log(first)
-            verdict = review(org)
-            assert result.passed, result.problems
-            assert verdict.passed, (verdict.problems, [v.problems for v in verdict.verdicts])
-            rows["check"][k] = median_seconds(lambda f=first: check_log(f), a.repeats)
-            rows["review"][k] = median_seconds(lambda o=org: review(o), a.repeats)
-            rows["report"][k] = median_seconds(
-                lambda o=org, k=k: write_report([o], root / f"report-{k}.html", history_png=None, history_round=None),
-                a.repeats,
-            )
-            print(f"{k:>2}x: 5 result files of {lines:,} MLLOG lines, {size / 2**20:.2f} MiB in all", flush=True)
+            for name, t in time_commands(org, [first], root, a.repeats).items():
+                lines[name][k] = t
+            print(f"lines {k:>2}x: 5 result files of {first.read_text().count(MLLOG):,} MLLOG lines, "
+                  f"{size / 2**20:.2f} MiB in all", flush=True)  # fmt: skip
+            shutil.rmtree(org.parent)
+        for k in SIZES:
+            org = make_package(root / f"files-x{k}", 4, 0, systems=a.systems * k)
+            found = sorted(org.glob("results/*/resnet/result_*.txt"))
+            logs = found[: 5 * k]
+            for name, t in time_commands(org, logs, root, a.file_repeats).items():
+                files[name][k] = t
+            print(f"files {k:>2}x: {len(found):,} result files ({len(logs)} of them checked)", flush=True)
+            shutil.rmtree(org.parent)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"\n{'command':<8}" + "".join(f"{f'{k}x (s)':>10}" for k in SIZES) + f"{'4x/1x':>8}{'16x/1x':>8}")
-    for name, t in rows.items():
-        print(f"{name:<8}" + "".join(f"{t[k]:>10.2f}" for k in SIZES) + f"{t[4] / t[1]:>8.1f}{t[16] / t[1]:>8.1f}")
-    return 0
+    ok = print_table("lines", lines)
+    ok &= print_table("files", files)
+    print(f"\nevery ratio within {LINEAR_SLACK}x of linear: {'yes' if ok else 'NO'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -13,15 +13,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainperf import cli_list, registry, rounds, slurm
+from trainperf import cli_list, cli_slurm, registry
 from trainperf.ablation.cli import add_parser as add_ablation_parser
-from trainperf.cli_run import add_run_arguments, default_division, suite_options
+from trainperf.arguments import add_force_argument, whole_number
+from trainperf.cli_run import add_run_arguments, benchmark_keys, suite_options
 from trainperf.data.prepare import dataset_for, mini_datasets
 from trainperf.errors import ProcessGroupFailed, RunFailed, Terminated, TrainperfError, UsageError
+from trainperf.fileio import Output, check_outputs
 from trainperf.history.cli import add_parser as add_history_parser
 from trainperf.nodes import torchrun_node_args
 from trainperf.paths import default_data_dir
-from trainperf.registry import BENCHMARKS
 from trainperf.report.cli import add_parser as add_report_parser
 from trainperf.report.compare import add_parser as add_compare_parser
 from trainperf.scaling.cli import add_parser as add_scaling_parser
@@ -29,34 +30,12 @@ from trainperf.spec import SCALES
 from trainperf.submission.cli import add_parser as add_submission_parser
 from trainperf.text import printable
 
+_COUNT = whole_number(0, 1_000_000)  # nodes, GPUs or processes: the rules below each say which may be 0
+_PORT = whole_number(0, 65_535)  # 0 and the rest refused by trainperf.slurm.render, naming the option
+
 if TYPE_CHECKING:
     from trainperf.dist import DistContext
     from trainperf.harness.suite import BenchmarkSummary, SuiteOptions
-
-
-def _benchmarks(
-    names: list[str], scale: str, dry_run: bool = True, round_version: str | None = None
-) -> tuple[str, ...]:
-    """The benchmark keys a command names: 'all' (or none) is every benchmark of the round (``--round``, default
-    2.0) that runs this kind of run; named keys are checked, and must be of the round where one is given."""
-    if not names or names == ["all"]:  # all that run this kind of run
-        chosen = round_version or rounds.DEFAULT_ROUND
-        keys = [
-            k
-            for k in registry.available(scale, chosen)
-            if dry_run or not registry.get_spec(k, scale).dry_run_only
-        ]
-        if not keys:
-            raise UsageError(f"no benchmark of round {chosen} has a {scale} scale yet")
-        return tuple(keys)
-    for name in names:
-        registry.get_spec(name, scale)  # unknown or unavailable -> clear error
-        if round_version is not None and name not in rounds.get(round_version).keys:
-            raise UsageError(
-                f"benchmark {name!r} is not in round {rounds.get(round_version).version} (it is in round "
-                f"{registry.round_of(name).version}); leave --round out or name the benchmarks of the round"
-            )
-    return tuple(dict.fromkeys(names))
 
 
 def _relaunch_with_torchrun(nproc: int, node_args: list[str], stop_file_env: str) -> int:
@@ -124,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
-    keys = _benchmarks(args.benchmarks, args.scale, dry_run=args.dry_run, round_version=args.round)
+    keys = benchmark_keys(args.benchmarks, args.scale, dry_run=args.dry_run, round_version=args.round)
     options = suite_options(args, keys)  # a malformed --set fails before torchrun starts
 
     from trainperf import dist as dist_mod  # torch: imported once the options are known good
@@ -221,8 +200,10 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_system(args: argparse.Namespace) -> int:
     # the system description and the host probe (psutil): 20 ms to import, not for `trainperf --help`
-    from trainperf.system import check_system_file, describe_system, write_system
+    from trainperf.system import SYSTEM_MARK, check_system_file, describe_system, write_system
 
+    if args.output is not None:
+        check_outputs([Output(args.output, "-o", SYSTEM_MARK)], force=args.force)
     desc = describe_system(
         org=args.org, division=args.division or "open", availability=args.availability, system_name=args.system_name
     )
@@ -241,54 +222,11 @@ def cmd_system(args: argparse.Namespace) -> int:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
-    # the system description and the host probe (psutil): 20 ms to import, not for `trainperf --help`
-    from trainperf.system import NOT_APPLICABLE, UNKNOWN, check_system_file, describe_system, write_system
-
-    benchmarks = list(args.benchmarks)
     run_args = list(args.run_args)  # the options after -- (main() passes them on)
     if run_args[:1] == ["--"]:
         run_args = run_args[1:]
-    slurm.check_run_args(run_args)
-    run = build_parser().parse_args(["run", *benchmarks, *run_args])  # a bad option fails now, not in the job
-    _benchmarks(run.benchmarks, run.scale, dry_run=run.dry_run)
-    gpus = args.gpus_per_node
-    text = slurm.render(
-        benchmarks=benchmarks,
-        run_args=run_args,
-        nodes=args.nodes,
-        nproc_per_node=args.nproc_per_node or max(1, gpus),
-        gpus_per_node=gpus,
-        port=args.port,
-        job_name=args.job_name,
-        time_limit=args.time,
-        partition=args.partition,
-        account=args.account,
-        dependency=args.dependency,
-        array_runs=run.runs if args.array else None,
-        container_image=args.container_image,
-        container_mounts=args.container_mounts,
-    )
-    script = slurm.write_script(text, args.output)
-    desc = describe_system(
-        org=run.org,
-        division=default_division(run.division, run.scale),
-        availability=run.availability,
-        system_name=run.system_name,
-        nodes=args.nodes,
-    )
-    if gpus and desc["accelerators_per_node"] != str(gpus):  # this host is not a compute node: say what is asked
-        desc = {k: UNKNOWN if v == NOT_APPLICABLE and k.startswith("accelerator") else v for k, v in desc.items()}
-        desc["accelerators_per_node"] = str(gpus)
-        desc["hw_notes"] += f" Host fields describe {os.uname().nodename}, where the job was written, not its nodes."
-    system_path = write_system(desc, args.output.with_name(args.output.name + ".system.json"))
-    problems = check_system_file(system_path)
-    print(f"{script}: written; submit it with `sbatch {script}` ({args.nodes} node(s), one torchrun agent each)")
-    print(
-        f"{system_path}: the system for {args.nodes} node(s) as seen from this host"
-        + ("" if not problems else f"; the official system_desc_checker found problems: {'; '.join(problems)}")
-        + ". The run writes the description of its own nodes under its --out folder"
-    )
-    return 1 if problems else 0
+    run = build_parser().parse_args(["run", *args.benchmarks, *run_args])  # a bad option fails now, not in the job
+    return cli_slurm.write_job(args, run_args, run)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -334,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub, [common, sysopts])
     _add_data(sub, [common])
     _add_system(sub, [sysopts])
-    _add_slurm(sub)
+    cli_slurm.add_parser(sub, cmd_slurm)
     _add_check(sub)
     add_report_parser(sub)
     add_compare_parser(sub)  # `trainperf compare A B`
@@ -410,50 +348,8 @@ def _add_system(sub: argparse._SubParsersAction, parents: list[argparse.Argument
         "with -o, check it with the official system_desc_checker.",
     )
     s.add_argument("-o", "--output", type=Path, default=None, help="write the JSON here (default: print it)")
+    add_force_argument(s)
     s.set_defaults(func=cmd_system)
-
-
-def _add_slurm(sub: argparse._SubParsersAction) -> None:
-    sl = sub.add_parser(
-        "slurm",
-        help="write an sbatch script that runs benchmarks on N nodes (srun, one torchrun agent per node)",
-        description="Write an sbatch script that launches `trainperf run BENCHMARK… RUN_OPTIONS` on N nodes with "
-        "srun: one torchrun agent per node, meeting at the first node of the allocation (c10d rendezvous). Run "
-        f"options go after --, e.g. `trainperf slurm {BENCHMARKS[0]} --nodes 4 --gpus-per-node 8 -o job.sbatch "
-        "-- --scale reference --runs 5`.",
-    )
-    sl.add_argument(
-        "benchmarks",
-        nargs="*",
-        metavar="BENCHMARK [-- RUN_OPTIONS]",
-        help="benchmark keys or 'all' (as for run); after --, options for trainperf run",
-    )
-    sl.add_argument("-o", "--output", type=Path, required=True, help="the sbatch script to write")
-    sl.add_argument("--nodes", type=int, required=True, help="nodes of the job (#SBATCH --nodes)")
-    sl.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node (#SBATCH --gpus-per-node; 0: CPU)")
-    sl.add_argument("--nproc-per-node", type=int, default=None, help="processes per node (default: one per GPU, or 1)")
-    sl.add_argument("--port", type=int, default=29500, help="rendezvous port on the first node (default 29500)")
-    sl.add_argument("--job-name", default=None, help="#SBATCH --job-name (default: trainperf-BENCHMARKS)")
-    sl.add_argument("--time", default=None, help="#SBATCH --time, e.g. 02:00:00")
-    sl.add_argument("--partition", default=None, help="#SBATCH --partition")
-    sl.add_argument("--account", default=None, help="#SBATCH --account")
-    sl.add_argument("--dependency", default=None, help="#SBATCH --dependency, e.g. afterok:1234")
-    sl.add_argument(
-        "--array",
-        action="store_true",
-        help="one array task per run of --runs N (#SBATCH --array=0-(N-1)%%1): task k resumes the runs before it "
-        "in the same --out folder and adds one, so the N runs of a score gather in one folder",
-    )
-    sl.add_argument(
-        "--container-image",
-        default=None,
-        help="run each node's agent in this container image with pyxis/enroot (srun --container-image); trainperf "
-        "and the data must be in the image or mounted",
-    )
-    sl.add_argument(
-        "--container-mounts", default=None, help="srun --container-mounts=SRC:DST[,...] (with --container-image)"
-    )
-    sl.set_defaults(func=cmd_slurm)
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:
@@ -480,7 +376,10 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:  # argparse has printed its error (a bad option, a number out of its range) or the help
+        args, extra = parser.parse_known_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
     if getattr(args, "func", None) is cmd_slurm:
         args.run_args = extra  # `trainperf slurm BENCHMARK … -- RUN_OPTIONS`: the options of the run it writes
     elif extra:
@@ -488,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except TrainperfError as e:
-        print(f"trainperf: error: {e}", file=sys.stderr)
+        print(f"trainperf: error: {printable(str(e))}", file=sys.stderr)  # it may quote a file's or folder's name
         if isinstance(e, ProcessGroupFailed):  # the group is gone: exit now, without the shutdown noise it causes
             sys.stdout.flush()
             sys.stderr.flush()

@@ -11,8 +11,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from trainperf import rounds
+from trainperf import registry, rounds
+from trainperf.arguments import MAX_RUNS, SEED_MAX, whole_number
 from trainperf.contract.switches import MAX_BUCKET_MB, MAX_PREFETCH, OPTIMIZER_IMPLS
+from trainperf.errors import UsageError
 from trainperf.harness.switches import from_args
 from trainperf.paths import DEFAULT_OUT
 from trainperf.registry import BENCHMARKS
@@ -43,7 +45,7 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument(
         "--runs",
-        type=int,
+        type=whole_number(1, MAX_RUNS),
         default=1,
         help="runs per benchmark (default 1: a quick preview; a valid score needs the count of the rules, "
         "shown by `trainperf list`)",
@@ -51,7 +53,7 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
     r.add_argument(
         "--seed",
-        type=int,
+        type=whole_number(0, SEED_MAX - MAX_RUNS),
         default=None,
         help="make the runs reproducible: run i uses seed SEED+i, logged as a fixed seed (default: each run "
         "draws its seed from the system's randomness and logs it, as MLPerf's closed division requires)",
@@ -236,3 +238,24 @@ def _count(text: str) -> int:
     if not 0 <= value <= MAX_PREFETCH:
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 (off) to {MAX_PREFETCH} batches")
     return value
+
+
+def benchmark_keys(
+    names: list[str], scale: str, dry_run: bool = True, round_version: str | None = None
+) -> tuple[str, ...]:
+    """The benchmark keys a command names: 'all' (or none) is every benchmark of the round (``--round``, default
+    2.0) that runs this kind of run; named keys are checked, and must be of the round where one is given."""
+    if not names or names == ["all"]:  # all that run this kind of run
+        chosen = round_version or rounds.DEFAULT_ROUND
+        keys = [k for k in registry.available(scale, chosen) if dry_run or not registry.get_spec(k, scale).dry_run_only]
+        if not keys:
+            raise UsageError(f"no benchmark of round {chosen} has a {scale} scale yet")
+        return tuple(keys)
+    for name in names:
+        registry.get_spec(name, scale)  # unknown or unavailable -> clear error
+        if round_version is not None and name not in rounds.get(round_version).keys:
+            raise UsageError(
+                f"benchmark {name!r} is not in round {rounds.get(round_version).version} (it is in round "
+                f"{registry.round_of(name).version}); leave --round out or name the benchmarks of the round"
+            )
+    return tuple(dict.fromkeys(names))

@@ -113,6 +113,9 @@ def mllog_lines(data: bytes, *, max_line_chars: int | None = None) -> list[Mllog
             except (ValueError, RecursionError):
                 pass
         record, error = _parse(text)
+        if (deep := _too_deep(text, record, error)) is not None:  # the tools would stop with a RecursionError
+            found.append(MllogLine(lineno, text, len(line), None, deep, over_limit=deep))
+            continue
         if record is not None and type(record.get("time_ms")) is float:
             record["time_ms"] = _exact_time(text)
         if record is not None and record.get("key") == "eval_accuracy":
@@ -138,6 +141,20 @@ def _utf8(text: str) -> str:
     return text if text.isascii() else text.encode("latin-1").decode("utf-8", errors="replace")
 
 
+def _too_deep(text: str, record: dict[str, Any] | None, error: str) -> str | None:
+    """Why a payload nests arrays and objects over :data:`trainperf.limits.MAX_JSON_DEPTH` (None: it does not), in a
+    value as much as anywhere: past about 1,000 levels the official tools' ``json.loads`` raises RecursionError,
+    which none of them catches. Only a payload with that many brackets is walked."""
+    if error == _NESTED:
+        return f"nests arrays and objects more than {limits.MAX_JSON_DEPTH} deep"
+    if record is None or text.count("[") + text.count("{") <= limits.MAX_JSON_DEPTH:
+        return None
+    return limits.depth_problem(record)
+
+
+_NESTED = "nested too deeply"
+
+
 def _parse(text: str) -> tuple[dict[str, Any] | None, str]:
     """(the JSON object of a line's payload, or None, and why not), its strings read as UTF-8."""
     if not text:
@@ -147,7 +164,7 @@ def _parse(text: str) -> tuple[dict[str, Any] | None, str]:
     except ValueError as e:  # JSONDecodeError is a ValueError: the tools report the line as a parse error
         return None, str(e)
     except RecursionError:
-        return None, "nested too deeply"
+        return None, _NESTED
     if not isinstance(record, dict):
         return None, "the record is not a JSON object"
     return record, ""
@@ -246,7 +263,7 @@ def read_mllog_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 def _as_clause(why: str) -> str:
     """``over_limit`` text as the end of a sentence about a line ("is an MLLOG line of ...", "holds a number ...")."""
-    return why if why.startswith("holds") else f"is {why}"
+    return why if why.startswith(("holds", "nests")) else f"is {why}"
 
 
 def read_mllog(path: Path) -> list[dict[str, Any]]:

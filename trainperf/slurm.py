@@ -15,8 +15,10 @@ import shlex
 from pathlib import Path
 
 from trainperf.errors import UsageError
+from trainperf.fileio import write_output
 from trainperf.nodes import DEFAULT_RDZV_ID
 
+SCRIPT_MARK = b"# Written by `trainperf slurm`"  # in every script it writes: another file is not replaced
 DEFAULT_PORT = 29500  # torchrun's own default rendezvous port
 _NODE_OPTIONS = ("--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-id", "--nproc")
 _SLURM_TIME = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
@@ -165,13 +167,4 @@ def _body(
 
 def write_script(text: str, path: Path) -> Path:
     """Write the script atomically (a temporary file, then rename), executable."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.chmod(0o755)
-        tmp.replace(path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-    return path
+    return write_output(Path(path), text, what="the sbatch script", mode=0o755)

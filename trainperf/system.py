@@ -111,6 +111,8 @@ CSV_FIELDS = (
 )
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # a plain file name: no '/', no leading '.'
+# In the hw_notes of every description trainperf writes: `trainperf system -o` replaces no other file
+SYSTEM_MARK = b"Described automatically by trainperf"
 SAFE_ORG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the top folder of a package (trainperf package)
 MAX_NAME = 200  # systems/<name>.json must stay under the 255-byte file-name limit
 

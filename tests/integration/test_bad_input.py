@@ -102,6 +102,9 @@ def setup(*cases: str) -> Callable[[Setup], Setup]:
     "closed-rule",
     "unknown-benchmark",
     "bad-system-name",
+    "run-seed-digits",
+    "run-seed-negative",
+    "scale-to-huge",
 )
 def nothing(s: Scratch) -> None:
     return None
@@ -213,7 +216,7 @@ def a_package_shifted_by_10_22_ms(s: Scratch) -> None:
 
 
 @setup("package-path-value", "package-link", "package-oversized-file", "report-oversized-file")
-@setup("system-bad-count", "report-over-input")
+@setup("system-bad-count", "report-over-input", "report-link")
 def packages(s: Scratch) -> None:
     make_package(s.root / "crafted", {0: {"submission_division": "../../../../tmp/x"}})
     linked = make_package(s.root / "linked") / "results" / "box" / "resnet" / "result_4.txt"
@@ -265,6 +268,53 @@ def outputs_that_are_not_regular_files(s: Scratch) -> None:
     os.mkfifo(s.root / "fifo")
     (s.root / "elsewhere.json").write_text("{}")
     (s.root / "link.json").symlink_to(s.root / "elsewhere.json")
+
+
+NOT_OURS = '{"mine": "a file trainperf did not write"}\n'
+
+
+@setup("review-json-in-package", "outputs-one-path", "compare-seed-negative", "compare-resamples", "output-not-ours")
+def a_package_and_a_file_of_the_user(s: Scratch) -> None:
+    make_package(s.root / "pkg")
+    (s.root / "notes.json").write_text(NOT_OURS)
+
+
+@setup("review-json-full-disk")
+def a_disk_that_fills_up_before_the_verdicts_are_written(s: Scratch) -> None:
+    from trainperf import fileio
+
+    def full(path: Path, data: bytes, *, mode: int = 0o644) -> Path:
+        raise OSError(28, "No space left on device", str(path))
+
+    make_package(s.root / "pkg")
+    s.monkeypatch.setattr(fileio, "atomic_write_bytes", full)
+
+
+@setup("lock-hard-link")
+def a_lock_file_that_is_a_second_name_of_another_file(s: Scratch) -> None:
+    (s.root / "out").mkdir()
+    (s.root / "notes.txt").write_text(NOT_OURS)
+    os.link(s.root / "notes.txt", s.root / "out" / ".trainperf.lock")
+
+
+@setup("report-folder-escapes")
+def a_system_folder_named_with_a_terminal_escape_and_a_command(s: Scratch) -> None:
+    org = make_package(s.root / "esc")
+    (org / "results" / "box").rename(org / "results" / "x$(touch F)\x1b]0;owned\x07")
+    (org / "systems" / "box.json").unlink()
+
+
+@setup("log-deep-value", "report-deep-value")
+def a_log_value_nested_1500_deep(s: Scratch) -> None:
+    deep = MLLOG + json.dumps({"key": "trainperf_note", "value": [], "time_ms": T0, "metadata": {}}).replace(
+        "[]", "[" * 1500 + "]" * 1500
+    )
+    recs = _records()
+    recs.insert(5, deep)
+    _write(s.root / "deep-value.txt", recs)
+    path = make_package(s.root / "deep-value") / "results" / "box" / "resnet" / "result_0.txt"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:5] + [deep] + lines[5:]) + "\n")
 
 
 @setup("second-run")
@@ -324,5 +374,11 @@ def test_each_row_prints_its_message_and_exits_with_its_code(case, tmp_path, mon
         at = found + len(part)
     assert "\x1b" not in text
     assert not (tmp_path / "PICKLE_RAN").exists()
-    if case == "bad-system-name":
+    if case in ("bad-system-name", "run-seed-digits", "run-seed-negative"):
         assert sorted(p.name for p in tmp_path.iterdir()) == []  # refused before anything was written
+    if case in ("output-not-ours", "review-json-in-package", "outputs-one-path"):
+        assert (tmp_path / "notes.json").read_text() == NOT_OURS  # nothing replaced, nothing added
+        assert not (tmp_path / "same.html").exists()
+        assert json.loads((tmp_path / "pkg" / "acme" / "systems" / "box.json").read_text())["system_name"] == "box"
+    if case == "lock-hard-link":
+        assert (tmp_path / "notes.txt").read_text() == NOT_OURS

@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trainperf.nodes",
             "trainperf.checkpoint",
             "trainperf.limits",
+            "trainperf.arguments",
             "trainperf.data",  # its __init__ is a docstring
             "trainperf.data.verified",
         ),
@@ -73,6 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trainperf.cli",
             "trainperf.cli_run",
             "trainperf.cli_list",
+            "trainperf.cli_slurm",
             "trainperf.__main__",
             "trainperf.launch",
             "trainperf.slurm",

@@ -513,3 +513,13 @@ def test_a_one_run_cpu_suite_leaves_out_the_sections_that_would_repeat_or_show_n
     assert 'id="spread"' not in page  # one run: no spread
     assert 'id="per-accelerator"' not in page  # one processor: the summary's scores again
     assert 'id="summary"' in page and 'id="convergence"' in page
+
+
+def test_markdown_shows_link_and_image_syntax_from_a_file_as_text(tmp_path):
+    # a system's folder name is shown as its label: Markdown syntax in it must not become a link or an image
+    name = "![x](http:evil.png)[click](http:evil)"
+    write_system(tmp_path, name)
+    write_run(tmp_path / "results" / name / "resnet" / "result_0.txt", system=name, seed=1, minutes=1.0)
+    md = render_markdown(collect([tmp_path]))
+    assert "](" not in md and "![" not in md
+    assert r"\!\[x\]\(http:evil.png\)\[click\]\(http:evil\)" in md

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf import registry
+from trainperf.arguments import SEED_MAX, whole_number
 from trainperf.contract.switches import FLAGS
 from trainperf.errors import ResultsError, UsageError
 from trainperf.fileio import atomic_write_bytes, atomic_write_text
@@ -19,6 +20,7 @@ from trainperf.paths import DEFAULT_OUT, default_data_dir
 from trainperf.registry import BENCHMARKS
 from trainperf.rules.closed import parse_overrides
 from trainperf.spec import SCALES, RunConfig
+from trainperf.text import shell_command
 
 ABLATION_DIR = "ablation"  # <out>/ablation/<benchmark>-<scale>.json and .png
 DEFAULTS = {"steps": 20, "repeats": 5, "warmup_steps": 3, "prefetch": 2}
@@ -105,7 +107,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ResultsError(f"cannot write {json_path}: {e.strerror or e}; choose another --out") from None
     print_table(console, data)
-    console.print(f"written: {json_path} and {png_path} (`trainperf report {args.out}` draws it too)", highlight=False)
+    again = shell_command("trainperf", "report", args.out)
+    console.print(f"written: {json_path} and {png_path} (`{again}` draws it too)", highlight=False, markup=False)
     failed = [c for c in data["configurations"] if c["status"] == "failed"]
     return 1 if any(c["name"] == "baseline" for c in failed) else 0
 
@@ -213,11 +216,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("benchmark", metavar="BENCHMARK", help=f"benchmark key ({', '.join(BENCHMARKS)})")
     p.add_argument("--scale", choices=SCALES, default="mini", help="default mini: the workload's mini data")
-    p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="optimizer steps timed per repeat (default 20)")
-    p.add_argument("--repeats", type=int, default=DEFAULTS["repeats"], help="interleaved repeats (default 5)")
+    p.add_argument(
+        "--steps",
+        type=whole_number(1, 1_000_000),
+        default=DEFAULTS["steps"],
+        help="optimizer steps timed per repeat (default 20)",
+    )
+    p.add_argument(
+        "--repeats", type=whole_number(1, 1_000), default=DEFAULTS["repeats"], help="interleaved repeats (default 5)"
+    )
     p.add_argument(
         "--warmup-steps",
-        type=int,
+        type=whole_number(0, 1_000_000),
         default=DEFAULTS["warmup_steps"],
         help="untimed steps of each configuration first (compilation happens there; default 3)",
     )
@@ -253,9 +263,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "and sharded embedding tables cut short on any device. Default: its real train_batches",
     )
     p.add_argument(
-        "--seed", type=int, default=1, help="seed of the weights and batches, the same in every configuration"
+        "--seed",
+        type=whole_number(0, SEED_MAX),
+        default=1,
+        help="seed of the weights and batches, the same in every configuration",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")
+    p.add_argument("--threads", type=whole_number(1, 4096), default=None, help="torch threads (default: every core)")
     p.add_argument(
         "--set",
         action="append",

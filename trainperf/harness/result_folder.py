@@ -9,6 +9,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunOutcome
 from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.scoring import Score, score_results
+from trainperf.text import printable
 
 SUITE_META = "trainperf.json"
 LOCK_FILE = ".trainperf.lock"
@@ -234,6 +236,7 @@ def hold_out_folder(out: Path) -> Iterator[Path]:
             "choose another with --out"
         ) from None
     try:
+        _refuse_shared_lock_file(fd, lock)  # before it is locked or written: it may be another file's second name
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -255,6 +258,18 @@ def hold_out_folder(out: Path) -> Iterator[Path]:
         yield lock
     finally:
         os.close(fd)  # releases the lock
+
+
+def _refuse_shared_lock_file(fd: int, lock: Path) -> None:
+    """A lock file that is not a plain file of one name (a hard link to another file: writing the holder's process
+    id into it would truncate that file) is refused, untouched."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        what = f"has {st.st_nlink} names (hard links)" if stat.S_ISREG(st.st_mode) else "is not a plain file"
+        raise ResultsError(
+            f"{printable(str(lock))} {what}: trainperf writes its process id into its lock file, which would change "
+            "every file that shares it; remove that name (the other files keep their contents) or use another --out"
+        )
 
 
 def _lock_holder(fd: int) -> str:

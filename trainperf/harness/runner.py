@@ -33,12 +33,12 @@ import torch
 
 import trainperf
 from trainperf import dist as dist_mod
-from trainperf import nodes, rounds, seeds
+from trainperf import nodes, seeds
 from trainperf.contract import switches as switch_keys
 from trainperf.contract.workload import Workload
 from trainperf.dist import DistContext
 from trainperf.errors import RuleError, RunFailed, RunInterrupted, Terminated, TrainperfError, UsageError
-from trainperf.harness import clock, node_energy, skew
+from trainperf.harness import clock, disclosure, node_energy, skew
 from trainperf.harness import precision as precision_mod
 from trainperf.harness import switches as switches_mod
 from trainperf.harness.energy import EnergyMeter
@@ -46,7 +46,7 @@ from trainperf.harness.mllog import RunLog, constants, mlperf_division
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
 from trainperf.harness.torch_state import torch_state
-from trainperf.spec import GENERATIONS, SAMPLES, BenchmarkSpec, Recipe, RunConfig
+from trainperf.spec import GENERATIONS, BenchmarkSpec, Recipe, RunConfig
 
 DRY_RUN_STEPS = 3  # a dry run checks the whole path at full size, not convergence
 EVAL_DETAILS = "trainperf_eval_details"  # the fields of an evaluation beside the metric, one event per evaluation
@@ -364,26 +364,10 @@ class _Run:
         for key, value in hparams.items():
             if key != constants.GLOBAL_BATCH_SIZE:
                 log.event(key, value)
-        for key, value in self._disclosure().items():
+        for key, value in disclosure.round_keys(self.spec, w, self.precision.autocast).items():
             log.event(key, value)
         self.inside += load_seconds
         return load_seconds
-
-    def _disclosure(self) -> dict[str, Any]:
-        """The keys the benchmark's round requires in every log beyond v2.0's (6.1: the lowest precision of the
-        linear layers, attention and communication, the parallelism, the micro-batch and the configuration)."""
-        found = rounds.of_benchmark(self.spec.key)
-        keys = found.disclosure if found is not None else ()
-        precision = {"bf16": "bfloat16", "fp16": "fp16"}.get(self.precision.autocast, "fp32")
-        values: dict[str, Any] = {
-            "lowest_numerical_precision_in_linear": precision,
-            "lowest_numerical_precision_in_attn": precision,
-            "lowest_numerical_precision_in_comm": "fp32",  # gradients are reduced in the parameters' fp32
-            **self.w.parallelism(),
-            "micro_batch_size": self.w.local_batch_size,
-            "config_filename": f"trainperf {self.spec.key} {self.spec.scale} recipe",
-        }
-        return {k: values[k] for k in keys}
 
     def _train_until_done(self, model: torch.nn.Module, wall0: float) -> tuple[str, str, Stepper]:
         """Blocks of training, each followed by an evaluation, until the target or a budget."""
@@ -434,10 +418,7 @@ class _Run:
     def _evaluate(self, model: torch.nn.Module, point: float, wall0: float) -> dict[str, float]:
         spec, log = self.spec, self.log
         num = _logged_number(point + spec.epoch_num_offset)
-        where: dict[str, Any] = {"epoch_num": num}
-        found = rounds.of_benchmark(spec.key)
-        if spec.unit == SAMPLES and found is not None and found.samples_count:  # 6.1: samples_count, as well
-            where["samples_count"] = round(point)
+        where = disclosure.eval_metadata(spec, num, point)
         log.start(constants.EVAL_START, metadata=where)
         t = time.perf_counter()
         raw = self.w.dry_run_evaluate(model) if self.config.dry_run else self.w.evaluate(model)

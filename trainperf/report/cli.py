@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainperf.arguments import add_force_argument, real_number
+from trainperf.text import printable
+
 DEFAULT_REPORT = Path("report.html")
 
 
@@ -25,10 +28,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         markdown=args.markdown,
         history_png=history_png,
         history_round=None if args.history_round == "none" else args.history_round,
+        force=args.force,
     )
-    print(f"{out}: report written ({out.stat().st_size / 1024:.0f} KiB, one self-contained file)")
+    print(printable(f"{out}: report written ({out.stat().st_size / 1024:.0f} KiB, one self-contained file)"))
     if args.markdown is not None:
-        print(f"{args.markdown}: Markdown table written")
+        print(printable(f"{args.markdown}: Markdown table written"))
     return 0
 
 
@@ -47,12 +51,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument(
         "--price-per-hour",
-        type=float,
+        type=real_number(0, 1e9),
         default=None,
         metavar="X",
         help="price of one hour of a whole system, to show the cost to train (minutes / 60 × X)",
     )
     p.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="also write a Markdown table here")
+    add_force_argument(p)
     p.add_argument(
         "--history-round",
         default="v2.0",

@@ -15,16 +15,20 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from trainperf import limits, registry
 from trainperf.errors import ResultsError, TrainperfError
+from trainperf.fileio import refuse_link
 from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
+from trainperf.text import shell_command
 from trainperf.timeline import first_past_budget, own_progress
 
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
@@ -144,7 +148,14 @@ def _roots(path: Path) -> list[Path]:
         return [path.parent]
     if (path / "results").is_dir():
         return [path]
-    found = sorted({p.parent for pattern in ("*/results", "*/*/results") for p in path.glob(pattern) if p.is_dir()})
+    found = sorted(
+        {
+            p.parent
+            for pattern in ("*/results", "*/*/results")
+            for p in path.glob(pattern)
+            if p.is_dir() and not _linked(p, path)  # a linked folder is refused when read, not searched through
+        }
+    )
     if not found:
         raise ResultsError(
             f"{path}: no results/ folder in it or in the folders below it; expected "
@@ -153,12 +164,26 @@ def _roots(path: Path) -> list[Path]:
     return found
 
 
+def _linked(path: Path, top: Path) -> bool:
+    """Whether ``path`` or a folder between ``top`` and it is a symbolic link."""
+    return any(p.is_symlink() for p in (path, *path.parents) if p.is_relative_to(top) and p != top)
+
+
+def _entries(folder: Path, root: Path, read: Callable[[Path], bool] = Path.is_dir) -> list[Path]:
+    """The entries of ``folder`` that the report reads (not hidden, ``read``), sorted; a link among them is refused
+    (:func:`refuse_link`), as review refuses one: a linked run would be counted twice, a linked folder read from
+    outside."""
+    return [refuse_link(p, root) for p in sorted(folder.iterdir()) if not p.name.startswith(".") and read(p)]
+
+
 def _collect_root(root: Path) -> list[SystemResults]:
+    for name in ("results", "systems", "summary.json"):
+        refuse_link(root / name, root)
     summary_energy, summary_note = _summary_energy(root)
     out = []
-    for system_dir in sorted(p for p in (root / "results").iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for system_dir in _entries(root / "results", root):
         name = system_dir.name
-        desc_path = root / "systems" / f"{name}.json"
+        desc_path = refuse_link(root / "systems" / f"{name}.json", root)
         desc = _read_system(desc_path)
         nodes = _count(desc, "number_of_nodes", desc_path)
         if nodes < 1:
@@ -169,7 +194,7 @@ def _collect_root(root: Path) -> list[SystemResults]:
             host = "the host counts" if nodes == 1 else f"each of the {nodes} hosts counts"
             notes.append(f"CPU-only system (accelerators_per_node 0): {host} as 1 processor in per-accelerator time")
         benchmarks = []
-        for bench_dir in sorted(p for p in system_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for bench_dir in _entries(system_dir, root):
             bench = _collect_benchmark(bench_dir, name, summary_energy.get(name, {}), notes)
             if bench is not None and (kept := interrupted_logs(root / INTERRUPTED / name / bench_dir.name)):
                 bench = replace(bench, interrupted=kept)
@@ -199,7 +224,11 @@ def _collect_benchmark(
 ) -> BenchmarkResults | None:
     key = bench_dir.name
     files = sorted(
-        ((int(m.group(1)), p) for p in bench_dir.iterdir() if (m := _RESULT_FILE.match(p.name)) and p.is_file()),
+        (
+            (int(m.group(1)), p)
+            for p in _entries(bench_dir, bench_dir.parents[2], lambda p: bool(_RESULT_FILE.match(p.name)))
+            if (m := _RESULT_FILE.match(p.name)) and p.is_file()
+        ),
         key=lambda x: (x[0], x[1].name),
     )
     if not files:
@@ -412,7 +441,7 @@ def _read_system(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ResultsError(
             f"{path}: system description missing; every results/<system>/ folder needs systems/<system>.json "
-            f"(write one with `trainperf system -o {path}`)"
+            f"(write one with `{shell_command('trainperf', 'system', '--system-name', path.stem, '-o', path)}`)"
         )
     try:
         doc = limits.read_json(path, limits.MAX_SYSTEM_BYTES)
@@ -445,19 +474,19 @@ def _count(desc: dict[str, Any], name: str, path: Path) -> int:
             return int(text)
     raise ResultsError(
         f'{path}: field {name!r} is {value!r}; it must be a whole number written in the digits 0-9, such as "1": '
-        f"fix that field, or write the description again with `trainperf system -o {path}`"
+        f"fix that field, or write the description again with `{shell_command('trainperf', 'system', '-o', path)}`"
     )
 
 
 def _unique_labels(systems: list[SystemResults]) -> list[SystemResults]:
-    names = [s.name for s in systems]
+    names = Counter(s.name for s in systems)  # counted once: a count per system grew with the square of their number
+    folders = Counter((s.name, s.source.name) for s in systems)
     out = []
     for s in systems:
-        if names.count(s.name) == 1:
+        if names[s.name] == 1:
             out.append(s)
             continue
-        folders = [t.source.name for t in systems if t.name == s.name]
-        where = s.source.name if folders.count(s.source.name) == 1 else str(s.source)
+        where = s.source.name if folders[(s.name, s.source.name)] == 1 else str(s.source)
         out.append(replace(s, label=f"{s.name} ({where})"))
     return out
 

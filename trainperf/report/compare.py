@@ -29,12 +29,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainperf.arguments import SEED_MAX, real_number, whole_number
 from trainperf.errors import UsageError
 
 if TYPE_CHECKING:
     from trainperf.report.collect import BenchmarkResults, SystemResults
 
 DIFFERENCES = ("scale", "target", "code")  # what --allow-different can name
+# Bootstrap resamples at most: each holds the runs' indices (40 runs of unet3d: 320 bytes a side), so 100,000 take
+# about 64 MB; 10^9 would take 640 GB.
+MAX_RESAMPLES = 100_000
+_FRACTION = real_number(0, 1, above_low=True)  # --alpha, --confidence (1 itself is refused by cmd_compare)
 DETECT = 0.05  # the relative difference the "runs needed" estimate is for
 POWER_Z = 0.8416212335729143  # the standard normal's 80th percentile: the power the estimate is for
 MW_EFFICIENCY = 3 / math.pi  # Mann-Whitney U against the t-test on normal data (asymptotic relative efficiency)
@@ -384,10 +389,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="",
         help="compare anyway when the sides differ in these, comma-separated: scale, target, code",
     )
-    p.add_argument("--alpha", type=float, default=0.05, help="the test's significance level (default 0.05)")
-    p.add_argument("--confidence", type=float, default=0.95, help="the interval's confidence (default 0.95)")
-    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
-    p.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0: reproducible)")
+    p.add_argument("--alpha", type=_FRACTION, default=0.05, help="the test's significance level (default 0.05)")
+    p.add_argument("--confidence", type=_FRACTION, default=0.95, help="the interval's confidence (default 0.95)")
+    p.add_argument(
+        "--resamples",
+        type=whole_number(100, MAX_RESAMPLES),
+        default=10_000,
+        help=f"bootstrap resamples, 100 to {MAX_RESAMPLES:,} (default 10000)",
+    )
+    p.add_argument(
+        "--seed", type=whole_number(0, SEED_MAX), default=0, help="the bootstrap's seed (default 0: reproducible)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of the table")
     p.set_defaults(func=cmd_compare)
     return p

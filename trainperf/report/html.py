@@ -15,12 +15,16 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from trainperf.errors import ResultsError, TrainperfError, UsageError
-from trainperf.fileio import atomic_write_text, refuse_unsafe_output
+from trainperf.fileio import Output, atomic_write_text, check_outputs
 from trainperf.registry import BENCHMARKS
 from trainperf.report.charts import Group, convergence_chart, spread_chart, strip_chart, time_to_train_chart
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect, result_roots
+from trainperf.text import markdown_text
 
 _PNG = b"\x89PNG\r\n\x1a\n"
+# What every report and Markdown table trainperf writes holds in its first bytes: another file is not replaced
+HTML_MARK = b"<title>trainperf report</title>"
+MARKDOWN_MARK = b"| system | benchmark | scale | runs ok/total |"
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#222;
 padding:0 1em}
@@ -307,8 +311,7 @@ def _version() -> str:
 
 
 # --- Markdown -----------------------------------------------------------------------------------------
-def _md(value: object) -> str:
-    return html.escape(str(value), quote=False).replace("|", "\\|").replace("\n", " ")
+_md = markdown_text  # text from the files (system names, labels) as plain text in a cell
 
 
 def render_markdown(systems: list[SystemResults], price_per_hour: float | None = None) -> str:
@@ -379,11 +382,13 @@ def write_report(
     markdown: Path | None = None,
     history_png: bytes | None = None,
     history_round: str | None = None,
+    force: bool = False,
 ) -> Path:
     """Collect ``paths``, render, and write the HTML report to ``out`` (and the Markdown table if asked).
 
     Everything is rendered before anything is written, and each file is written to a temporary file and
-    renamed, so a failure leaves no half-written report. Nothing is written except ``out`` and ``markdown``.
+    renamed, so a failure leaves no half-written report. Nothing is written except ``out`` and ``markdown``, and
+    neither replaces a file that trainperf did not write unless ``force`` (:func:`trainperf.fileio.check_outputs`).
     """
     _check_price(price_per_hour)
     out = Path(out)
@@ -395,7 +400,9 @@ def write_report(
     roots = result_roots([Path(p) for p in paths])
     for target in targets:
         _refuse_input(target, roots, systems)
-        refuse_unsafe_output(target)  # before the charts are drawn: never a FIFO, a device or a link
+    outputs = [Output(out, "-o", HTML_MARK)]
+    outputs += [Output(Path(markdown), "--markdown", MARKDOWN_MARK)] if markdown is not None else []
+    check_outputs(outputs, force=force)  # before the charts are drawn: one path each, never a FIFO, a link, ...
     from trainperf.report.ablation import find_ablations, read_ablation
 
     ablations = [read_ablation(p) for p in find_ablations(roots)]  # <root>/ablation/*.json of `trainperf ablate`

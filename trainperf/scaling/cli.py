@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainperf.arguments import whole_number
 from trainperf.scaling import facts, model
 from trainperf.scaling.measured import read_measured
 
@@ -90,7 +91,13 @@ def add_parser(subparsers: Any) -> None:
         metavar="RESULTS",
         help="a trainperf results folder (the --out of `trainperf run`) holding successful runs",
     )
-    s.add_argument("--to", type=int, required=True, metavar="N", help="accelerators to predict for")
+    s.add_argument(
+        "--to",
+        type=whole_number(1, model.MAX_ACCELERATORS),
+        required=True,
+        metavar="N",
+        help=f"accelerators to predict for (1 to {model.MAX_ACCELERATORS:,})",
+    )
     s.add_argument(
         "--bandwidth",
         type=float,

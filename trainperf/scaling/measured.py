@@ -16,6 +16,7 @@ from trainperf import registry
 from trainperf.errors import DataError, UsageError
 from trainperf.results import first_values, parse_run, read_mllog
 from trainperf.scaling.model import Measured
+from trainperf.text import shell_command
 
 
 def _number(value: Any, path: Path, key: str, *, whole: bool = False) -> float:
@@ -68,7 +69,8 @@ def read_measured(results: Path, benchmark: str) -> Measured:
         where = results / "results" / "*" / benchmark
         raise DataError(
             f"--from {results}: no successful {benchmark} run in {where} ({len(files)} result file(s) found); "
-            f"the model needs a measured time to train: run `trainperf run {benchmark} --out {results}` first"
+            "the model needs a measured time to train: run "
+            f"`{shell_command('trainperf', 'run', benchmark, '--out', results)}` first"
         )
     shapes = {(s, w, b) for s, w, b, *_ in runs}
     if len(shapes) > 1:

@@ -24,6 +24,9 @@ from trainperf.scaling.facts import RCPTable
 TOPOLOGIES = ("ring", "tree")
 DEFAULT_BANDWIDTH_GBPS = 25.0  # one 200 Gb/s InfiniBand HDR port per accelerator (DGX A100: 8 per node)
 DEFAULT_LATENCY_US = 5.0  # an InfiniBand message between nodes, NCCL's order of magnitude
+# The most accelerators a prediction is made for: far past any published MLPerf Training system (thousands), and
+# far below the sizes at which a float of minutes rounds a prediction to 0.
+MAX_ACCELERATORS = 1_000_000
 
 
 def allreduce_seconds(nbytes: float, n: int, bandwidth_gbps: float, latency_us: float, topology: str = "ring") -> float:
@@ -95,8 +98,11 @@ def predict(
     batch_per_accelerator: float | None = None,
 ) -> Prediction:
     """Time to train ``run.benchmark`` on ``accelerators``, from the measured run."""
-    if isinstance(accelerators, bool) or not isinstance(accelerators, int) or accelerators < 1:
-        raise UsageError(f"--to must be a whole number of accelerators, at least 1, not {accelerators}")
+    if isinstance(accelerators, bool) or not isinstance(accelerators, int) or not 1 <= accelerators <= MAX_ACCELERATORS:
+        raise UsageError(
+            f"--to must be a whole number of accelerators, at least 1 and at most {MAX_ACCELERATORS:,}, "
+            f"not {accelerators}"
+        )
     if batch_per_accelerator is not None and not (batch_per_accelerator > 0 and math.isfinite(batch_per_accelerator)):
         raise UsageError(f"--batch-per-accelerator must be a positive number, not {batch_per_accelerator}")
     step_s = run.minutes * 60.0 / run.samples_to_converge * run.global_batch  # measured, all included
@@ -117,6 +123,12 @@ def predict(
     factor, warnings = convergence_factor(table, run.global_batch, batch)
     samples = run.samples_to_converge * factor
     steps = samples / batch
+    if steps < 1:
+        raise UsageError(
+            f"on {accelerators:,} accelerators the global batch ({batch:,.0f} samples) is larger than the "
+            f"{samples:,.0f} samples to converge: less than one step, which no run can take; predict for fewer "
+            "accelerators (--to) or a smaller --batch-per-accelerator"
+        )
     return Prediction(
         accelerators=accelerators,
         global_batch=batch,

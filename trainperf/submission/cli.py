@@ -8,9 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from trainperf.arguments import add_force_argument
+from trainperf.fileio import Output, check_outputs, write_output
 from trainperf.spec import MLPERF_RULESET
+from trainperf.text import printable, shell_command
 
 DEFAULT_ORG = "trainperf-user"  # the default of `trainperf run --org`
+REVIEW_MARK = b'"written_by": "trainperf review"'  # the first key of every --json file review writes
 
 
 def add_parser(subparsers: Any) -> None:
@@ -52,8 +56,12 @@ def add_parser(subparsers: Any) -> None:
     r.add_argument("package", type=Path, metavar="DIR", help="the package's <org> folder (or the folder holding it)")
     r.add_argument("-v", "--verbose", action="store_true", help="also print the official tools' own output")
     r.add_argument(
-        "--json", type=Path, metavar="FILE", help="also write the verdicts, errors, warnings and scores to FILE (JSON)"
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="also write the verdicts, errors, warnings and scores to FILE (JSON), outside the package",
     )
+    add_force_argument(r)
     r.add_argument(
         "-j",
         "--jobs",
@@ -94,8 +102,8 @@ def cmd_package(args: argparse.Namespace) -> int:
     dest = build_package(list(args.results), args.out, org=args.org, round_version=args.round)
     files = sorted((dest / "results").glob("*/*/result_*.txt"))
     benchmarks = sorted({f"{f.parent.name} on {f.parent.parent.name}" for f in files})
-    print(f"package written: {dest} ({len(files)} result files: {', '.join(benchmarks)})")
-    print(f"check it with: trainperf review {dest}")
+    print(printable(f"package written: {dest} ({len(files)} result files: {', '.join(benchmarks)})"))
+    print(f"check it with: {shell_command('trainperf', 'review', dest)}")
     return 0
 
 
@@ -104,8 +112,9 @@ def cmd_review(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trainperf.submission.review import review
-    from trainperf.text import printable
 
+    outputs = [Output(args.json, "--json", REVIEW_MARK)] if args.json is not None else []
+    check_outputs(outputs, reading=[args.package], force=args.force)  # before the package is read
     console = Console(stderr=True)
     with Progress(
         TextColumn("reviewing"),
@@ -129,10 +138,9 @@ def cmd_review(args: argparse.Namespace) -> int:
             print(printable(f"--- {tool} ---\n{text.rstrip()}\n"))
     print(printable("\n".join(format_review(result))))
     if args.json is not None:
-        from trainperf.fileio import atomic_write_text
         from trainperf.submission.review import review_json
 
-        atomic_write_text(args.json, json.dumps(review_json(result), indent=2) + "\n")
+        write_output(args.json, json.dumps(review_json(result), indent=2) + "\n", what="the review's JSON")
     return 0 if result.passed else 1
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from trainperf import limits
 from trainperf.errors import ResultsError
+from trainperf.fileio import link_refusal
 from trainperf.registry import BENCHMARKS
 from trainperf.rules import gate, rulesets
 from trainperf.spec import MLPERF_RULESET
@@ -114,7 +115,7 @@ class _Reader:
                     continue
                 mode = os.stat(entry.name, dir_fd=fd, follow_symlinks=False).st_mode
                 if stat.S_ISLNK(mode):
-                    raise _link_refused(rel / entry.name, os.readlink(entry.name, dir_fd=fd))
+                    raise link_refusal(rel / entry.name, os.readlink(entry.name, dir_fd=fd))
                 out.append((entry.name, mode))
         return sorted(out)
 
@@ -123,7 +124,7 @@ class _Reader:
             return os.open(name, _FOLDER, dir_fd=parent)
         except OSError as e:  # replaced by a link (ELOOP) or a file while it was read
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _link_refused(rel, "?") from None
+                raise link_refusal(rel, "?") from None
             raise ResultsError(f"cannot read {gate.printable(str(rel))} in the package: {e.strerror}") from None
 
     def read(self, name: str, parent: int, limit: int, rel: Path) -> bytes:
@@ -132,7 +133,7 @@ class _Reader:
             data = limits.read_capped(Path(name), limit, dir_fd=parent)
         except OSError as e:
             if e.errno == errno.ELOOP:
-                raise _link_refused(rel, "?") from None
+                raise link_refusal(rel, "?") from None
             raise ResultsError(f"cannot read {gate.printable(str(rel))} in the package: {e.strerror}") from None
         self.bytes += len(data)
         if self.bytes > limits.MAX_PACKAGE_BYTES:
@@ -142,19 +143,6 @@ class _Reader:
                 "smaller: remove what is not a result of a run"
             )
         return data
-
-
-def _link_refused(rel: Path, link: str) -> ResultsError:
-    if os.path.isabs(link):
-        why = f"is a link to the absolute path {link!r}"
-    elif ".." in Path(link).parts:
-        why = f"is a link to {link!r}, a path with '..' components"
-    else:
-        why = f"is a link to {link!r}" if link != "?" else "turned into a link or a file while it was read"
-    return ResultsError(
-        f"refused: {gate.printable(str(rel))} {gate.printable(why)}. Links in a package are never followed: put the "
-        "file or folder itself there, and review again"
-    )
 
 
 def _name(name: str) -> str:

@@ -40,6 +40,7 @@ from trainperf.errors import NotAvailableError, ResultsError, UsageError
 from trainperf.registry import BENCHMARKS
 from trainperf.results import read_mllog
 from trainperf.spec import MLPERF_RULESET
+from trainperf.text import shell_command
 
 IMPLEMENTATION = "trainperf"
 RESULT_NAME = re.compile(r"^result_(\d+)\.txt$")
@@ -130,8 +131,8 @@ def _check_round(benchmarks: set[str], round_version: str | None) -> None:
 def _org_error(where: Path, found: Any, org: str) -> ResultsError:
     return ResultsError(
         f"{where}: submission_org is {found!r}, but the package is for org {org!r}. If the runs are "
-        f"yours under that name, pass --org {found}; otherwise re-run the benchmarks with "
-        f"`trainperf run ... --org {org}`"
+        f"yours under that name, pass --org {shell_command(found)}; otherwise re-run the benchmarks with "
+        f"`trainperf run ... --org {shell_command(org)}`"
     )
 
 

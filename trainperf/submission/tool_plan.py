@@ -52,6 +52,7 @@ class ToolPlan:
     compliance: list[ComplianceGroup] = field(default_factory=list)
     rcp: list[RcpJob] = field(default_factory=list)
     progress: Callable[[int, int], None] | None = None
+    _outcomes: dict[tuple[str, str | None, str], dict[str, Any]] | None = field(default=None, repr=False)
     results: list[dict[str, Any] | None] | None = None  # per task, once run
     confinement: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -100,18 +101,20 @@ class ToolPlan:
         """The checker's output on one file, where the process ran it (None: it did not, or the plan did not run)."""
         if self.results is None:
             return None
-        config_text = str(config) if config is not None else None
-        for (tool, task, _), res in zip(self.tasks(), self.results, strict=True):
-            if (
-                tool == "compliance"
-                and res is not None
-                and task["config"] == config_text
-                and task["ruleset"] == ruleset
-            ):
-                for rec in res.get("files", []):
-                    if isinstance(rec, dict) and rec.get("file") == str(path):
-                        return rec
-        return None
+        if self._outcomes is None:  # indexed once: a look-up per file over every file's output grew with its square
+            self._outcomes = self._index_outcomes()
+        return self._outcomes.get((str(path), str(config) if config is not None else None, ruleset))
+
+    def _index_outcomes(self) -> dict[tuple[str, str | None, str], dict[str, Any]]:
+        """(file, rule file, ruleset) -> the checker's output on that file, the first for each, as it reported them."""
+        found: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        for (tool, task, _), res in zip(self.tasks(), self.results or [], strict=True):
+            if tool != "compliance" or res is None:
+                continue
+            for rec in res.get("files", []):
+                if isinstance(rec, dict) and isinstance(rec.get("file"), str):
+                    found.setdefault((rec["file"], task["config"], task["ruleset"]), rec)
+        return found
 
 
 def _tool_run(tool: str, res: dict[str, Any] | None, note: str) -> ToolRun | None:

@@ -163,6 +163,7 @@ def review_json(r: Review) -> dict[str, Any]:
         return [{"kind": finding_kind(t), "text": t} for t in texts]
 
     return {
+        "written_by": "trainperf review",
         "package": str(r.package),
         "org": r.org,
         "ruleset": r.ruleset,
