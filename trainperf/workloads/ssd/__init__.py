@@ -32,7 +32,7 @@ class ReferenceRecipe(Recipe):
     opt_weight_decay: float
     opt_learning_rate_warmup_epochs: int  # whole epochs, as the reference's --warmup-epochs (type=int)
     opt_learning_rate_warmup_factor: float
-    backbone_checkpoint: str = ""  # "" -> <data-dir>/ssd/reference/resnext50_32x4d.pth
+    backbone_checkpoint: str = ""  # "" -> <data-dir>/ssd/reference/resnext50_32x4d-7cdf4587.pth
 
 
 # Mini recipe, chosen by measured time-to-train (README.md): AdamW, one-cycle schedule planned over
