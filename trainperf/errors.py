@@ -39,6 +39,10 @@ class RunInterrupted(TrainperfError):
     exit_code = 130
 
 
+class TrainperfWarning(UserWarning):
+    """Something a run goes on with but the user should know (an open-division choice the closed one refuses)."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread by the CLI's handler: a run ends as it does on Ctrl-C."""
 

@@ -41,6 +41,6 @@ def test_reference_smoke_run_reads_the_packed_hdf5_and_the_checkpoint(tmp_path):
     assert first["trainperf_smoke"] is True and first["trainperf_dry_run"] is False
     assert (first["train_samples"], first["eval_samples"]) == (16, 8)  # the fixture's, read by the real loader
     assert 0.0 <= first["eval_accuracy"] <= 1.0
-    assert first["opt_learning_rate_training_steps"] == 107_538 and first["num_warmup_steps"] == 1562
+    assert first["opt_learning_rate_training_steps"] == 13_700 and first["num_warmup_steps"] == 0  # bert_ref_256
     assert parse_run(log).status == "aborted"  # never a result
     assert json.loads((out / "trainperf.json").read_text())["kind"] == "smoke run"

@@ -278,3 +278,55 @@ def test_unet3d_closed_reference_takes_sgd_only():
     unet3d_check("reference", "closed", opt_name="sgd", global_batch_size=32, opt_base_learning_rate=4.0)
     unet3d_check("reference", "open", opt_name="adam")
     unet3d_check("mini", "closed", opt_name="sgd")
+
+
+def _reference_check(key, division="closed", **overrides):
+    bench = registry.benchmark(key)
+    rules = bench.closed_rules["reference"]
+    check_overrides(key, "reference", division, bench.recipes["reference"].as_dict(), rules, overrides)
+
+
+def test_resnet_warmup_epochs_are_an_arbitrary_constant():
+    """v2.0 hyperparameter table: lars_opt_learning_rate_warmup_epochs "arbitrary constant" (the reference's
+    --warmup_epochs is a float flag): no warm-up and a fraction of an epoch are closed values."""
+    for value in (0, 2.5, 5):
+        _reference_check("resnet", lars_opt_learning_rate_warmup_epochs=value)
+    assert registry.default_recipe("resnet", "reference").with_overrides(
+        {"lars_opt_learning_rate_warmup_epochs": 2.5}
+    ).lars_opt_learning_rate_warmup_epochs == pytest.approx(2.5)
+    with pytest.raises(RuleError, match="rule 'resnet/reference/lars_opt_learning_rate_warmup_epochs'.*number >= 0"):
+        _reference_check("resnet", lars_opt_learning_rate_warmup_epochs=-1.0)
+
+
+def test_ssd_warmup_factor_is_unconstrained_from_0():
+    """v2.0 hyperparameter table: ssd opt_learning_rate_warmup_factor "unconstrained"."""
+    _reference_check("ssd", opt_learning_rate_warmup_factor=0.0)
+    _reference_check("ssd", opt_learning_rate_warmup_factor=0.5)
+    with pytest.raises(RuleError, match="rule 'ssd/reference/opt_learning_rate_warmup_factor'.*number >= 0"):
+        _reference_check("ssd", opt_learning_rate_warmup_factor=-0.1)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["opt_learning_rate_warmup_epochs", "opt_momentum", "opt_weight_decay", "opt_learning_rate_decay_factor"],
+)
+def test_unet3d_unconstrained_keys_take_0(key):
+    """v2.0 hyperparameter table: unet3d's warm-up, momentum, weight decay and decay factor are "unconstrained"."""
+    _reference_check("unet3d", **{key: 0})
+    with pytest.raises(RuleError, match=f"rule 'unet3d/reference/{key}'.*>= 0"):
+        _reference_check("unet3d", **{key: -1})
+
+
+def test_unet3d_momentum_0_builds_plain_sgd(tmp_path):
+    """Momentum 0, a closed value, trains: torch refuses Nesterov without momentum, where its update is SGD's."""
+    import torch
+
+    from trainperf.dist import DistContext
+    from trainperf.spec import RunConfig
+
+    spec = registry.get_spec("unet3d", "reference")
+    recipe = registry.default_recipe("unet3d", "reference").with_overrides({"opt_momentum": 0.0})
+    w = registry.workload_class("unet3d")(spec, recipe, RunConfig(seed=1), data_dir=tmp_path, dist=DistContext())
+    opt, _ = w.build_optimizer(torch.nn.Linear(2, 2))
+    assert isinstance(opt, torch.optim.SGD) and opt.defaults["nesterov"] is False
+    assert opt.defaults["momentum"] == 0.0

@@ -400,7 +400,7 @@ def test_reference_prepare_checks_the_layout_and_finds_the_backbone(tmp_path):
         w.prepare()
     _openimages_mlperf(tmp_path / "ssd" / "reference")
     w.prepare()  # nothing is parsed: the annotation files here declare 2 classes, not 264
-    with pytest.raises(DataError, match=r"resnext50_32x4d.pth not found"):
+    with pytest.raises(DataError, match=r"resnext50_32x4d-7cdf4587.pth not found"):
         w.build_model()
     with pytest.raises(DataError, match=r"declares 2 categories; the ssd model of this scale is built for 264"):
         w.load_data()

@@ -1,7 +1,7 @@
 """The closed division's rule value types: which values of one recipe key a closed submission may use.
 
 A benchmark's facts list, per scale, the recipe keys a closed submission may change and how (``Tunable``,
-``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, and ``FixedBelow``,
+``OneOf``, ``PowerOfTwoTimes``, ``MultipleOf``, ``IntegerAtLeast``, ``AtLeast``, and ``FixedBelow``,
 ``MultipleOrFractionBelow`` and ``ScaledByBatch``, whose allowed values depend on another key of the recipe).
 Each is a frozen dataclass that says whether a value is allowed and describes the allowed values; checking a
 run's overrides against them is :func:`trainperf.rules.closed.check_overrides`. Nothing here evaluates text.
@@ -76,6 +76,25 @@ class IntegerAtLeast:
 
     def describe(self, default: Any) -> str:
         return f"a whole number >= {self.minimum}"
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """Any number >= ``minimum`` of the recipe's kind: a whole number where the default is one (MLPerf v2.0's
+    "arbitrary constant" and "unconstrained" for a warm-up length, a warm-up or decay factor, a momentum or a
+    weight decay, where 0 is a value the hyperparameter can take and a negative one is not)."""
+
+    minimum: float = 0.0
+
+    def allows(self, value: Any, default: Any) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return False
+        whole = isinstance(default, int) and not isinstance(default, bool)
+        return value >= self.minimum and (not whole or value == int(value))
+
+    def describe(self, default: Any) -> str:
+        kind = "whole number" if isinstance(default, int) and not isinstance(default, bool) else "number"
+        return f"any {kind} >= {self.minimum:g}"
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,12 @@
 CHECKPOINT_PREFIX is a TF checkpoint's path without its ``.index`` / ``.data-*`` ending: the reference's
 target model (``ml_perf/target/19/target``) or its bootstrap model (the one ``model.ckpt-*`` of
 ``ml_perf/checkpoint/19/work_dir``). The variables of the v2.0 network (``tfweights.tf_layout``) are read
-with ``tf.train.load_checkpoint`` and written, under their TF names and layouts, as safetensors; the
-optimizer's slots are left out. Every name and shape is checked first, and a fault names the checkpoint
-and the tensor. trainperf then reads the file without TensorFlow (``--set bootstrap_checkpoint=`` /
-``target_checkpoint=``, or ``<data-dir>/minigo/reference/{bootstrap,target}.safetensors``).
+with ``tf.train.load_checkpoint`` and written, under their TF names and layouts, as safetensors, with the
+checkpoint's ``global_step`` and momentum slots where it holds all of them (the bootstrap checkpoint does: the
+reference's run goes on from its step and momentum; ``tfweights.py``). Every name and shape is checked first,
+and a fault names the checkpoint and the tensor. trainperf then reads the file without TensorFlow
+(``--set bootstrap_checkpoint=`` / ``target_checkpoint=``, or
+``<data-dir>/minigo/reference/{bootstrap,target}.safetensors``).
 
 TensorFlow is not a dependency of trainperf: no well-kept reader of TF checkpoints exists without it, so
 this one step runs where it is installed (``pip install tensorflow``; any 1.15 or 2.x reads them).
@@ -23,7 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from trainperf.errors import DataError, TrainperfError, UsageError
-from trainperf.workloads.minigo.tfweights import check_names, check_values, tf_layout, write_arrays
+from trainperf.workloads.minigo.tfweights import (
+    GLOBAL_STEP,
+    check_names,
+    check_values,
+    slot_layout,
+    tf_layout,
+    write_arrays,
+)
 
 
 def convert(prefix: str, out: Path) -> int:
@@ -45,6 +54,10 @@ def convert(prefix: str, out: Path) -> int:
     model_vars = {k: v for k, v in shapes.items() if k in layout or not _is_training_state(k)}
     check_names(model_vars, layout, where)
     arrays = {name: np.asarray(reader.get_tensor(name), dtype=np.float32) for name in layout}
+    slots = slot_layout(layout)
+    if GLOBAL_STEP in shapes and all(shapes.get(name) == shape for name, shape in slots.items()):
+        arrays |= {name: np.asarray(reader.get_tensor(name), dtype=np.float32) for name in slots}
+        arrays[GLOBAL_STEP] = np.asarray(reader.get_tensor(GLOBAL_STEP), dtype=np.int64).reshape(1)
     check_values(arrays, where)
     write_arrays(arrays, out)
     return len(arrays)

@@ -37,12 +37,13 @@ def write_smoke_fixture(root: Path) -> str:
     Real games, training and evaluation run from them."""
     import dataclasses
 
+    import numpy as np
     import torch
 
     from trainperf.workloads.minigo import REFERENCE_RECIPE, SMOKE_OVERRIDES
     from trainperf.workloads.minigo.bootstrap import BOOTSTRAP_FILE, BOOTSTRAP_GAMES_FILE, write_bootstrap_games
     from trainperf.workloads.minigo.model import reference_gonet
-    from trainperf.workloads.minigo.tfweights import reference_arrays, write_arrays
+    from trainperf.workloads.minigo.tfweights import GLOBAL_STEP, reference_arrays, slot_layout, tf_layout, write_arrays
 
     for seed, name in ((20220428, BOOTSTRAP_FILE), (20220429, TARGET_FILE)):
         torch.manual_seed(seed)
@@ -53,7 +54,11 @@ def write_smoke_fixture(root: Path) -> str:
                 t.copy_(torch.randn(t.shape, generator=g) * 0.1)
             elif key.endswith("running_var"):
                 t.copy_(torch.rand(t.shape, generator=g) + 0.5)
-        write_arrays(reference_arrays(model), root / name)
+        arrays = reference_arrays(model)
+        if name == BOOTSTRAP_FILE:  # the training state the converter keeps, of a checkpoint at step 0
+            arrays |= {n: np.zeros(shape, np.float32) for n, shape in slot_layout(tf_layout()).items()}
+            arrays[GLOBAL_STEP] = np.zeros(1, np.int64)
+        write_arrays(arrays, root / name)
         if name == BOOTSTRAP_FILE:
             recipe = dataclasses.replace(REFERENCE_RECIPE, **SMOKE_OVERRIDES)
             write_bootstrap_games(root / BOOTSTRAP_GAMES_FILE, model, recipe)

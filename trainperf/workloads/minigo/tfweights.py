@@ -29,8 +29,12 @@ from trainperf.errors import DataError
 if TYPE_CHECKING:
     import torch
 
-# names the converter may keep beside the model's variables, and trainperf ignores
-IGNORED = ("global_step",)
+# The training state the converter keeps beside the model's variables: the Estimator's step counter and
+# MomentumOptimizer's slot of each trainable variable (``<variable>/Momentum``). The reference's loop copies the
+# bootstrap checkpoint into its work_dir (``ml_perf/init_from_checkpoint.py:44``) and its Estimator restores both
+# from there (``dual_net.py:684``): the piecewise learning rate goes on from that step (``dual_net.py:313-315``).
+GLOBAL_STEP = "global_step"
+MOMENTUM = "/Momentum"
 REFERENCE_FORMAT = "trainperf-minigo-tf-v1"  # safetensors metadata "format": what the converter writes
 
 
@@ -119,7 +123,8 @@ def check_names(shapes: dict[str, tuple[int, ...]], layout: dict[str, tuple[int,
             "reference network (6 blocks x 64 filters, 13 planes): convert the reference checkpoint with "
             "`python -m trainperf.workloads.minigo.convert`"
         )
-    unknown = sorted(n for n in shapes if n not in layout and n not in IGNORED)
+    known = layout.keys() | slot_layout(layout).keys() | {GLOBAL_STEP}
+    unknown = sorted(n for n in shapes if n not in known)
     if unknown:
         raise DataError(
             f"{where} holds tensor {unknown[0]!r}, which the v2.0 reference network does not have: a model of "
@@ -131,6 +136,11 @@ def check_names(shapes: dict[str, tuple[int, ...]], layout: dict[str, tuple[int,
             raise DataError(
                 f"{where}: tensor {name} has shape {tuple(shapes[name])}, the v2.0 reference network {shape}"
             )
+
+
+def slot_layout(layout: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The momentum slot name -> shape of each trainable variable of ``layout`` (not the moving statistics)."""
+    return {f"{n}{MOMENTUM}": s for n, s in layout.items() if not n.endswith(("/moving_mean", "/moving_variance"))}
 
 
 def check_values(arrays: dict[str, np.ndarray], where: str) -> None:
@@ -177,18 +187,63 @@ def load_reference_weights(model: torch.nn.Module, path: Path, *, what: str) -> 
     import torch
 
     blocks = len(model.trunk)
-    layout = tf_layout(
-        size=model.size,
-        planes=model.planes,
-        width=model.stem[0].out_channels,
-        blocks=blocks,
-        fc_width=model.value_fc[0].out_features,
-    )
-    arrays = read_arrays(path, layout, what=what)
+    arrays = read_arrays(path, _layout_of(model), what=what)
     state = model.state_dict()
     for tf_name, ours in _torch_names(blocks).items():
         state[ours] = torch.from_numpy(np.ascontiguousarray(_to_torch_layout(arrays[tf_name])))
     model.load_state_dict(state)
+
+
+def read_training_state(model: torch.nn.Module, path: Path, *, what: str) -> tuple[int, dict[str, torch.Tensor]] | None:
+    """The checkpoint's step and momentum (torch parameter name -> tensor in torch's layout) kept in ``path``
+    by the converter; None for a file without them (converted before they were kept). A file with part of
+    them, a step that is not a whole number >= 0 or a slot of the wrong shape is a DataError."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+
+    blocks = len(model.trunk)
+    slots = slot_layout(_layout_of(model))
+    where = f"{what} {path}"
+    try:
+        with safe_open(str(path), framework="np") as f:
+            names = set(f.keys())
+            if GLOBAL_STEP not in names and not names & slots.keys():
+                return None
+            missing = sorted(n for n in [GLOBAL_STEP, *slots] if n not in names)
+            if missing:
+                raise DataError(
+                    f"{where} holds part of the checkpoint's training state but not {missing[0]}: convert the "
+                    "reference checkpoint again with `python -m trainperf.workloads.minigo.convert`"
+                )
+            step = np.asarray(f.get_tensor(GLOBAL_STEP))
+            arrays = {n: np.asarray(f.get_tensor(n), dtype=np.float32) for n in slots}
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise DataError(f"{where} cannot be read as a safetensors file ({first})") from None
+    if step.size != 1 or step.dtype.kind not in "iu" or int(step.reshape(-1)[0]) < 0:
+        raise DataError(f"{where}: {GLOBAL_STEP} is not one whole number >= 0")
+    for name, shape in slots.items():
+        if arrays[name].shape != shape:
+            raise DataError(
+                f"{where}: tensor {name} has shape {arrays[name].shape}, the v2.0 reference network {shape}"
+            )
+    check_values(arrays, where)
+    ours = _torch_names(blocks)
+    momentum = {
+        ours[n[: -len(MOMENTUM)]]: torch.from_numpy(np.ascontiguousarray(_to_torch_layout(a)))
+        for n, a in arrays.items()
+    }
+    return int(step.reshape(-1)[0]), momentum
+
+
+def _layout_of(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return tf_layout(
+        size=model.size,
+        planes=model.planes,
+        width=model.stem[0].out_channels,
+        blocks=len(model.trunk),
+        fc_width=model.value_fc[0].out_features,
+    )
 
 
 def reference_arrays(model: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -206,7 +261,7 @@ def write_arrays(arrays: dict[str, np.ndarray], path: Path) -> None:
 
     tmp = path.with_name(path.name + ".partial")
     save_file(
-        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()},
+        {k: np.ascontiguousarray(v, dtype=np.int64 if k == GLOBAL_STEP else np.float32) for k, v in arrays.items()},
         str(tmp),
         metadata={"format": REFERENCE_FORMAT},
     )

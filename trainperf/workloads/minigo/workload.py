@@ -19,6 +19,7 @@ import dataclasses
 import math
 import multiprocessing
 import os
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +31,13 @@ import torch.nn.functional as F
 
 from trainperf import seeds
 from trainperf.contract.workload import Workload
-from trainperf.errors import UsageError
+from trainperf.errors import TrainperfWarning, UsageError
 from trainperf.spec import BenchmarkSpec, Recipe, RunConfig
 from trainperf.workloads.minigo import SMOKE_OVERRIDES, arena, bootstrap, mcts, workers
 from trainperf.workloads.minigo import reference_search as ref
 from trainperf.workloads.minigo.data import TARGET_FILE
 from trainperf.workloads.minigo.model import REFERENCE_PLANES, mini_gonet, reference_gonet
-from trainperf.workloads.minigo.tfweights import load_reference_weights
+from trainperf.workloads.minigo.tfweights import load_reference_weights, read_training_state
 
 if TYPE_CHECKING:
     from trainperf.dist import DistContext
@@ -98,6 +99,8 @@ class MiniGoWorkload(Workload):
         self._pool = None
         self.target_model: torch.nn.Module | None = None
         self.bootstrap_model: torch.nn.Module | None = None
+        # the bootstrap checkpoint's global_step and momentum (torch names), as the reference's Estimator restores them
+        self.bootstrap_state: tuple[int, dict[str, torch.Tensor]] | None = None
         self._evaluations = 0  # the reference's evaluations so far: each draws its own inference symmetries
         self.bootstrap_games: ref.Games | None = None  # the reference's generation 1: read by load_data()
 
@@ -114,11 +117,18 @@ class MiniGoWorkload(Workload):
                 self._bootstrap_games_path, size=self.size, games=r.min_selfplay_games_per_generation
             )
             self.bootstrap_model = reference_gonet()
-            load_reference_weights(
-                self.bootstrap_model,
-                Path(r.bootstrap_checkpoint or folder / bootstrap.BOOTSTRAP_FILE),
-                what="minigo reference: the bootstrap model",
-            )
+            path = Path(r.bootstrap_checkpoint or folder / bootstrap.BOOTSTRAP_FILE)
+            what = "minigo reference: the bootstrap model"
+            load_reference_weights(self.bootstrap_model, path, what=what)
+            self.bootstrap_state = read_training_state(self.bootstrap_model, path, what=what)
+            if self.bootstrap_state is None:
+                warnings.warn(
+                    f"{what} {path} keeps no global_step and momentum slots: the learning-rate schedule starts at "
+                    "step 0 and the momentum at 0, where the reference goes on from its checkpoint's; convert the "
+                    "checkpoint again with `python -m trainperf.workloads.minigo.convert`",
+                    TrainperfWarning,
+                    stacklevel=2,
+                )
             self.target_model = reference_gonet()
             load_reference_weights(
                 self.target_model,
@@ -196,11 +206,22 @@ class MiniGoWorkload(Workload):
         else:
             opt = torch.optim.AdamW(model.parameters(), lr=r.lr_rates[0], weight_decay=r.weight_decay)
         bounds, rates = r.lr_boundaries, r.lr_rates
+        offset = self._restore_momentum(model, opt) if self.reference else 0
 
         def factor(step: int) -> float:  # the harness steps the scheduler once per optimizer step
-            return rates[sum(step >= b for b in bounds)] / rates[0]
+            return rates[sum(step + offset >= b for b in bounds)] / rates[0]
 
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+    def _restore_momentum(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> int:
+        """The bootstrap checkpoint's momentum slots into ``opt``; its global_step, from which the learning-rate
+        schedule goes on (0 where the file keeps none, or in a dry run)."""
+        if self.bootstrap_state is None:
+            return 0
+        step, momentum = self.bootstrap_state
+        for name, p in model.named_parameters():
+            opt.state[p]["momentum_buffer"] = momentum[name.removeprefix("module.")].to(p.device, p.dtype).clone()
+        return step
 
     def hparams(self) -> dict[str, Any]:
         values = self.recipe.as_dict()

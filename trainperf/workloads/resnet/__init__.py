@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.contract.closed_rules import FixedBelow, OneOf, PowerOfTwoTimes, Tunable
+from trainperf.contract.closed_rules import AtLeast, FixedBelow, OneOf, PowerOfTwoTimes, Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
 
@@ -39,7 +39,7 @@ class ReferenceRecipe(Recipe):
     lars_opt_end_learning_rate: float
     lars_opt_learning_rate_decay_poly_power: int
     lars_epsilon: float
-    lars_opt_learning_rate_warmup_epochs: int
+    lars_opt_learning_rate_warmup_epochs: float  # the reference's --warmup_epochs is a float flag (lars_util.py:43)
     lars_opt_momentum: float
     lars_opt_weight_decay: float
     lars_opt_trust_coefficient: float
@@ -65,7 +65,7 @@ REFERENCE_RECIPE = ReferenceRecipe(
     lars_opt_end_learning_rate=0.0001,
     lars_opt_learning_rate_decay_poly_power=2,
     lars_epsilon=0.0,
-    lars_opt_learning_rate_warmup_epochs=2,
+    lars_opt_learning_rate_warmup_epochs=2.0,
     lars_opt_momentum=0.9,
     lars_opt_weight_decay=5e-5,
     lars_opt_trust_coefficient=0.001,
@@ -129,7 +129,8 @@ BENCHMARK = Benchmark(
         "reference": {
             "global_batch_size": Tunable(),
             "lars_opt_base_learning_rate": Tunable(),
-            "lars_opt_learning_rate_warmup_epochs": Tunable(),
+            # training_rules.adoc (v2.0) hyperparameter table: "arbitrary constant" (0 included: no warm-up)
+            "lars_opt_learning_rate_warmup_epochs": AtLeast(0),
             # training_rules.adoc (v2.0): "0.9 for batch<32k, otherwise arbitrary constant"
             "lars_opt_momentum": FixedBelow(value=0.9, key="global_batch_size", threshold=32 * 1024),
             "lars_opt_weight_decay": PowerOfTwoTimes(1e-4),

@@ -12,7 +12,8 @@ Features, as the MLPerf v2.0 reference computes them (mlcommons/training ``rnn_s
 windows every 10 ms, 80 Slaney mel filters (torchaudio's ``MelSpectrogram``), log, each mel channel
 normalized over the utterance (after leading and trailing silence is
 trimmed, 60 dB below the peak), then 3 frames stacked and subsampled by 3 (240 features every 30 ms).
-Training adds the reference's speed perturbation (a resample by a factor drawn from [0.85, 1.15]) and
+Training adds the reference's speed perturbation (a resample to a rate drawn from [0.85, 1.15] x 16 kHz, read as
+16 kHz: each utterance 0.85 to 1.15 times as long) and
 SpecAugment (2 frequency masks of 0-20 channels, 10 time masks of 0-3 % of the utterance).
 """
 
@@ -249,12 +250,13 @@ def trim_silence(wave: np.ndarray) -> np.ndarray:
 
 
 def perturb_speed(audio: torch.Tensor, factor: float) -> torch.Tensor:
-    """The reference's speed perturbation: the waveform resampled so that it plays ``factor`` times as fast.
-    The new rate is rounded to 100 Hz (at most 0.6 % from the drawn factor) so that torchaudio's polyphase
-    resampler works with small ratios."""
+    """The reference's speed perturbation: the waveform resampled to ``factor`` x 16 kHz and read as 16 kHz audio,
+    so that it lasts ``factor`` times as long (its DALI pipeline decodes at ``Uniform(min, max) * sample_rate``,
+    ``common/data/dali/pipeline.py:182-186``). The new rate is rounded to 100 Hz (at most 50 Hz, 0.37 % at 13.6 kHz,
+    from the drawn factor) so that torchaudio's polyphase resampler works with small ratios."""
     import torchaudio
 
-    new_rate = max(100, round(SAMPLE_RATE / factor / 100) * 100)
+    new_rate = max(100, round(SAMPLE_RATE * factor / 100) * 100)
     if new_rate == SAMPLE_RATE:
         return audio
     return torchaudio.functional.resample(audio, SAMPLE_RATE, new_rate)

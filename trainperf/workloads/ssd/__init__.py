@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainperf.contract.closed_rules import IntegerAtLeast, Tunable
+from trainperf.contract.closed_rules import AtLeast, IntegerAtLeast, Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, Recipe
 from trainperf.workloads.common.detection import MINI_SCENES
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
@@ -32,7 +32,7 @@ class ReferenceRecipe(Recipe):
     opt_weight_decay: float
     opt_learning_rate_warmup_epochs: int  # whole epochs, as the reference's --warmup-epochs (type=int)
     opt_learning_rate_warmup_factor: float
-    backbone_checkpoint: str = ""  # "" -> <data-dir>/ssd/reference/resnext50_32x4d.pth
+    backbone_checkpoint: str = ""  # "" -> <data-dir>/ssd/reference/resnext50_32x4d-7cdf4587.pth
 
 
 # Mini recipe, chosen by measured time-to-train (README.md): AdamW, one-cycle schedule planned over
@@ -111,7 +111,8 @@ BENCHMARK = Benchmark(
             "opt_base_learning_rate": Tunable(),
             # training_rules.adoc (v2.0, ssd adam): "integer >= 0"
             "opt_learning_rate_warmup_epochs": IntegerAtLeast(0),
-            "opt_learning_rate_warmup_factor": Tunable(),
+            # training_rules.adoc (v2.0, ssd adam): "unconstrained" (0: the warm-up starts from a rate of 0)
+            "opt_learning_rate_warmup_factor": AtLeast(0),
             "backbone_checkpoint": Tunable(),
         },
         "mini": {

@@ -12,13 +12,14 @@ from trainperf.errors import UsageError
 from trainperf.workloads.common.detection import coco, models
 from trainperf.workloads.common.detection.base import DetectionWorkload
 from trainperf.workloads.common.schedules import adamw_one_cycle, linear_warmup
+from trainperf.workloads.ssd import backbone
 
 
 class SSDWorkload(DetectionWorkload):
     FIELDS = {"mAP": "bbox"}
     REFERENCE_IMAGE = (800, 800)
     REFERENCE_CLASSES = models.OPENIMAGES_MLPERF_CLASSES
-    BACKBONE_FILE = "resnext50_32x4d.pth"
+    BACKBONE_FILE = backbone.REFERENCE_FILE  # the reference's file name (backbone.py)
     # The reference trains on OpenImages' group boxes too: MLCommons' get_openimages builds its dataset
     # with ConvertCocoPolysToMask(filter_iscrowd=False), and the conversion marks IsGroupOf as iscrowd=1.
     REFERENCE_KEEP_CROWD = True
@@ -32,6 +33,13 @@ class SSDWorkload(DetectionWorkload):
 
     def reference_paths(self, root: Path) -> tuple[Path, Path, Path, Path]:
         return coco.openimages_mlperf_paths(root)
+
+    def prepare(self) -> None:
+        """The base class's checks, then the backbone file identified as the reference's (backbone.py); a missing
+        file is build_model's to report."""
+        super().prepare()
+        if self._backbone is not None and self._backbone.is_file():
+            backbone.check_reference_backbone(self._backbone, self.config.division)
 
     def mini_model(self, num_classes: int) -> torch.nn.Module:
         return models.mini_retinanet(num_classes)

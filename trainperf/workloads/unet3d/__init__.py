@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from trainperf.contract.closed_rules import OneOf, Tunable
+from trainperf.contract.closed_rules import AtLeast, OneOf, Tunable
 from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 # The v2.0 hyperparameter keys of closed_unet3d.yaml (global_batch_size, train_samples and eval_samples are
@@ -174,8 +174,16 @@ _CLOSED = {
 }
 # v2.0 rules, "Appendix: Allowed Closed Division Optimizers": image segmentation (medical) takes SGD with momentum
 # (torch.optim.SGD) only, and its hyperparameter table lists the sgd keys only; the mini scale's own rules keep
-# its Adam recipe.
-_CLOSED_REFERENCE = {**_CLOSED, "opt_name": OneOf(("sgd",))}
+# its Adam recipe. The table's "unconstrained" warm-up, momentum, weight decay and decay factor take 0 as well
+# (no warm-up, plain SGD, no weight decay, a rate of 0 after a boundary); a negative value is none of these.
+_CLOSED_REFERENCE = {
+    **_CLOSED,
+    "opt_name": OneOf(("sgd",)),
+    "opt_learning_rate_warmup_epochs": AtLeast(0),
+    "opt_learning_rate_decay_factor": AtLeast(0),
+    "opt_momentum": AtLeast(0),
+    "opt_weight_decay": AtLeast(0),
+}
 
 BENCHMARK = Benchmark(
     key="unet3d",

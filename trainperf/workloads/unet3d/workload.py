@@ -141,7 +141,9 @@ class UNet3DWorkload(Workload):
                 model.parameters(),
                 lr=r.opt_base_learning_rate,
                 momentum=r.opt_momentum,
-                nesterov=True,
+                # the reference's SGD(nesterov=True), runtime/training.py:16; torch refuses Nesterov at momentum 0,
+                # which the v2.0 rules allow ("unconstrained"): there Nesterov's update is plain SGD's
+                nesterov=r.opt_momentum > 0,
                 weight_decay=r.opt_weight_decay,
             )
         elif r.opt_name == "adam":
