@@ -225,7 +225,10 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     run_args = list(args.run_args)  # the options after -- (main() passes them on)
     if run_args[:1] == ["--"]:
         run_args = run_args[1:]
-    run = build_parser().parse_args(["run", *args.benchmarks, *run_args])  # a bad option fails now, not in the job
+    try:  # a bad run option fails now, not in the job (argparse has printed its error)
+        run = build_parser().parse_args(["run", *args.benchmarks, *run_args])
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
     return cli_slurm.write_job(args, run_args, run)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import subprocess
@@ -129,16 +128,15 @@ def test_slurm_writes_the_system_for_n_nodes(tmp_path, capsys):
     [
         (["--", "--nnodes", "2"], "set by the sbatch script"),
         (["--", "--node-rank=1"], "set by the sbatch script"),
-        (["--", "--runs", "x"], None),  # the run's own parser refuses it
+        (["--", "--runs", "x"], "--runs"),  # the run's own parser refuses it
         (["--nproc-per-node", "9"], "more than --gpus-per-node"),
         (["--time", "soon"], "--time"),
     ],
 )
 def test_slurm_refuses_bad_options_before_writing(tmp_path, capsys, extra, words):
     path = tmp_path / "job.sbatch"
-    with pytest.raises(SystemExit) if words is None else contextlib.nullcontext():
-        code = main(["slurm", "resnet", "--nodes", "2", "--gpus-per-node", "8", "-o", str(path), *extra])
-        assert code == 2 and words in capsys.readouterr().err
+    code = main(["slurm", "resnet", "--nodes", "2", "--gpus-per-node", "8", "-o", str(path), *extra])
+    assert code == 2 and words in capsys.readouterr().err
     assert not path.exists()
 
 
@@ -200,7 +198,7 @@ def test_an_array_has_one_task_per_run_each_resuming_the_runs_before_it(tmp_path
         (["--dependency", "after ok"], "--dependency"),
         (["--container-image", "img; rm -rf /"], "--container-image"),
         (["--container-mounts", "/a:/a"], "needs --container-image"),
-        (["--array", "--", "--runs", "0"], "--array"),
+        (["--array", "--", "--runs", "0"], "--runs"),
     ],
 )
 def test_slurm_refuses_bad_cluster_options(tmp_path, capsys, extra, words):

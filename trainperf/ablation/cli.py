@@ -268,6 +268,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=1,
         help="seed of the weights and batches, the same in every configuration",
     )
+    _add_run_options(p)
+    p.set_defaults(func=cmd_ablate)
+    return p
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """Threads, recipe changes, folders and output: what `trainperf ablate` shares with a run."""
     p.add_argument("--threads", type=whole_number(1, 4096), default=None, help="torch threads (default: every core)")
     p.add_argument(
         "--set",
@@ -284,8 +291,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    p.set_defaults(func=cmd_ablate)
-    return p
 
 
 __all__ = ["ablation_paths", "add_parser", "cmd_ablate", "print_table"]
