@@ -49,11 +49,7 @@ def available(scale: str | None = None, round_version: str | None = None) -> lis
     """Benchmarks whose workload runs (at ``scale``, or at any scale), of one round (or of every round), in MLPerf's
     order."""
     keys = rounds.get(round_version).implemented if round_version is not None else BENCHMARKS
-    return [
-        b.key
-        for b in map(benchmark, keys)
-        if b.workload is not None and (scale is None or b.available_at(scale))
-    ]
+    return [b.key for b in map(benchmark, keys) if b.workload is not None and (scale is None or b.available_at(scale))]
 
 
 def round_of(key: str) -> rounds.Round:

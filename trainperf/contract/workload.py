@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # torch is imported lazily so that `trainperf list` and `--he
 
     from trainperf.dist import DistContext
 
+
 @dataclass(frozen=True, kw_only=True)
 class TorchState:
     """Global torch settings a workload runs under; the harness applies them and restores the defaults."""
