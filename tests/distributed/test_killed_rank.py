@@ -16,7 +16,7 @@ import pytest
 from untrusted import ORG, SYSTEM, write_log
 
 import trainperf
-from trainperf import registry, seeds
+from trainperf import dist, registry, seeds
 from trainperf.contract.switches import Switches
 from trainperf.harness.suite import hold_out_folder
 from trainperf.results import parse_run
@@ -144,7 +144,7 @@ def test_torchrun_is_told_not_to_restart(monkeypatch):
 
     class FakeLauncher:
         def __init__(self, cmd, env):
-            seen["cmd"] = cmd
+            seen["cmd"], seen["env"] = cmd, env
 
         def wait(self, timeout=None):
             return 0
@@ -153,10 +153,11 @@ def test_torchrun_is_told_not_to_restart(monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", FakeLauncher)
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        assert cli._relaunch_with_torchrun(2, ["--standalone"]) == 0
+        assert cli._relaunch_with_torchrun(2, ["--standalone"], dist.STOP_FILE_ENV) == 0
     finally:
         signal.signal(signal.SIGTERM, previous)  # the launcher forwards SIGTERM to torchrun while it waits
     assert "--max-restarts=0" in seen["cmd"] and "--nproc" not in seen["cmd"] and "--standalone" in seen["cmd"]
+    assert seen["env"][dist.STOP_FILE_ENV]  # where the ranks look for a SIGTERM sent to the job itself
 
 
 def test_the_collective_timeout_comes_from_the_specs_or_the_environment(monkeypatch):
