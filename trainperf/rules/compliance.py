@@ -419,10 +419,10 @@ def _finish(
             moved.append(text)
             warnings.append(f"{text} ({why})")
     problems = [p for p in problems if p not in moved]
-    if rc != 0 and not problems and not moved:
-        problems.append(f"the official checker failed (exit code {rc}) without a message; see raw")
     # an open placeholder rule of the installed files no real log can pass (rulesets.OPEN_PLACEHOLDERS) warned about
     placeholder = any(w.startswith(PLACEHOLDER_WARNING) for w in warnings)
+    if rc != 0 and not problems and not moved and not placeholder:
+        problems.append(f"the official checker failed (exit code {rc}) without a message; see raw")
     passed = (rc == 0 or bool(moved) or placeholder) and not problems
     res = result(passed, problems, raw, warnings, confined.note)
     return dataclasses.replace(res, round_only=passed and rc != 0)
