@@ -75,7 +75,7 @@ def build_package(results: list[Path], out: Path, *, org: str, round_version: st
     if not results:
         raise UsageError("give at least one trainperf output folder (the --out folder of `trainperf run`)")
     systems, runs = _collect([Path(p) for p in results], org)
-    _check_round({bench for _, bench in runs}, round_version)
+    _check_round({r.benchmark for r in runs}, round_version)
     out = Path(out)
     dest = out / org
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
