@@ -367,7 +367,8 @@ def test_resume_refuses_a_result_with_impossible_timing(tmp_path, fake_registry,
     folder = tmp_path / "out" / "results" / "test-system" / "resnet"
     _retime(folder / "result_0.txt", key, shift_from, delta, last=last)
     before = (folder / "result_0.txt").read_text()
-    with pytest.raises(ResultsError, match=rf"cannot resume .*result_0\.txt: {key} at line \d+ .*{words}") as err:
+    refused = rf"cannot resume .*result_0\.txt: (timeline rule: )?{key} at line \d+ .*{words}"  # the rule named
+    with pytest.raises(ResultsError, match=refused) as err:
         run_suite(options(tmp_path, runs=2), DistContext())
     assert "redo the run" in str(err.value)
     assert (folder / "result_0.txt").read_text() == before and not (folder / "result_1.txt").exists()
