@@ -44,6 +44,18 @@ def missing_sources() -> list[str]:
     return [pkg for pkg, path in SOURCES.items() if not path.exists()]
 
 
+def require_sources(what: str) -> None:
+    """A clear error naming the Debian packages to install when the corpus's sources are missing (``what``: whose
+    data needs them)."""
+    if missing := missing_sources():
+        from trainperf.errors import DataError
+
+        raise DataError(
+            f"{what}: the Debian package(s) {', '.join(missing)} are not installed: run `make setup` "
+            f"(scripts/setup.sh) or `apt-get install {' '.join(DEBIAN_PACKAGES)}`"
+        )
+
+
 def split_sentences(text: str) -> list[str]:
     text = _SPACE.sub(" ", text).strip()
     return [s for s in _SENTENCE_END.split(text) if len(s.split()) >= MIN_WORDS]

@@ -89,12 +89,7 @@ def prepare_mini(data_dir: Path) -> list[Path]:
     root = mini_dir(data_dir)
     if not verify_mini(data_dir):
         return []
-    missing = corpus.missing_sources()
-    if missing:
-        raise DataError(
-            f"bert mini data: the Debian package(s) {', '.join(missing)} are not installed: run `make setup` "
-            f"(scripts/setup.sh) or `apt-get install {' '.join(corpus.DEBIAN_PACKAGES)}`"
-        )
+    corpus.require_sources("bert mini data")
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:

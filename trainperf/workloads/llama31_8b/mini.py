@@ -111,11 +111,7 @@ def prepare_mini(data_dir: Path) -> list[Path]:
     root = mini_dir(data_dir)
     if not verify_mini(data_dir):
         return []
-    if missing := corpus.missing_sources():
-        raise DataError(
-            f"llama31_8b mini data: the Debian package(s) {', '.join(missing)} are not installed: run `make setup` "
-            f"(scripts/setup.sh) or `apt-get install {' '.join(corpus.DEBIAN_PACKAGES)}`"
-        )
+    corpus.require_sources("llama31_8b mini data")
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
