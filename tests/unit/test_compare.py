@@ -113,7 +113,7 @@ def test_different_scale_or_code_is_refused_unless_allowed(tmp_path, capsys):
     with pytest.raises(UsageError, match=r"differ in scale \(mini against reference\); target"):
         compare_paths(a, r, resamples=200)
     assert main(["compare", str(a), str(b), "--allow-different", "huge"]) == 2
-    assert "--allow-different huge: name any of scale, target, code" in capsys.readouterr().err
+    assert "--allow-different huge: name any of round, scale, target, code" in capsys.readouterr().err
     with pytest.raises(UsageError, match="has no system named 'nope'"):
         compare_paths(a, b, systems=("nope", None))
 

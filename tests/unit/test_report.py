@@ -523,3 +523,57 @@ def test_markdown_shows_link_and_image_syntax_from_a_file_as_text(tmp_path):
     md = render_markdown(collect([tmp_path]))
     assert "](" not in md and "![" not in md
     assert r"\!\[x\]\(http:evil.png\)\[click\]\(http:evil\)" in md
+
+
+def test_results_are_grouped_by_round_in_the_report_the_markdown_and_compare(tmp_path, capsys):
+    """A suite of both rounds: each benchmark carries its round (trainperf's logs by their benchmark's), the summary
+    and the Markdown list v2.0 before v6.1 whatever the folder order, and compare says each row's round."""
+    from trainperf.report.compare import cmd_compare
+
+    for side in ("a", "b"):
+        root = tmp_path / side
+        write_system(root, "box")
+        for key, qualities in (("llama31_8b", (6.5, 5.9, 5.5)), ("resnet", None)):
+            for i in range(registry.get_spec(key, "mini").runs_required):
+                path = root / f"results/box/{key}/result_{i}.txt"
+                write_run(path, system="box", seed=i, minutes=1.0 + 0.1 * i, qualities=qualities, t0=T0 + i * 600_000)
+                path.write_text(path.read_text().replace('"resnet"', f'"{key}"'))
+    systems = collect([tmp_path / "a"])
+    assert {b.benchmark: b.round for b in systems[0].benchmarks} == {"resnet": "v2.0", "llama31_8b": "v6.1"}
+    summary = section(render_html(systems, price_per_hour=None), "summary")
+    assert "<th>round</th>" in summary and summary.index("v2.0") < summary.index("v6.1")
+    assert summary.index("resnet") < summary.index("llama31_8b")
+    md = render_markdown(systems).splitlines()
+    assert md[0].startswith("| system | round | benchmark |")
+    assert [line.split(" | ")[1] for line in md[2:]] == ["v2.0", "v6.1"]
+    args = argparse.Namespace(
+        a=tmp_path / "a", b=tmp_path / "b", benchmark=None, system_a=None, system_b=None, allow_different="",
+        alpha=0.05, confidence=0.95, resamples=1000, seed=0, json=True,
+    )  # fmt: skip
+    assert cmd_compare(args) == 0
+    assert sorted((c["benchmark"], c["a"]["round"]) for c in json.loads(capsys.readouterr().out)) == [
+        ("llama31_8b", "v6.1"),
+        ("resnet", "v2.0"),
+    ]
+
+
+def test_compare_refuses_one_benchmark_of_two_rounds_unless_allowed(tmp_path):
+    """bert of v2.0 against bert of v2.1 (a package in training_results_v2.1): another round's rules, refused unless
+    --allow-different round."""
+    from trainperf.report.compare import compare_paths
+
+    for side, repo in (("a", "trainperf-out"), ("b", "training_results_v2.1/org")):
+        root = tmp_path / side / repo
+        write_system(root, "box")
+        for i in range(5):
+            path = root / f"results/box/resnet/result_{i}.txt"
+            write_run(path, system="box", seed=i, minutes=1.0 + 0.1 * i, t0=T0 + i * 600_000)
+            if side == "b":  # a published log: no trainperf_* key
+                path.write_text(path.read_text().replace("trainperf_scale", "submission_division"))
+    a, b = tmp_path / "a" / "trainperf-out", tmp_path / "b" / "training_results_v2.1/org"
+    with pytest.raises(UsageError, match=r"differ in round \(v2.0 against v2.1\).*--allow-different round"):
+        compare_paths(a, b)
+    with pytest.raises(UsageError, match=r"differ in round \(v2.0 against v2.1\)"):
+        compare_paths(a, b, allow=("scale", "target"))  # a published log is reference-scale, with its target
+    [c] = compare_paths(a, b, allow=("round", "scale", "target"))
+    assert (c.a.round, c.b.round, c.differences[0]) == ("v2.0", "v2.1", "round")

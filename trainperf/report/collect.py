@@ -25,6 +25,7 @@ from trainperf import limits, registry
 from trainperf.errors import ResultsError, TrainperfError
 from trainperf.fileio import refuse_link
 from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
+from trainperf.rules import rulesets
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
@@ -54,6 +55,7 @@ class RunResult:
     reached_target: bool | None = None  # whether an evaluation reaches the spec's target; None: target unknown
     progress: tuple[Any, ...] = ()  # the epoch_num of each evaluation of trainperf's own log (timeline.own_progress)
     note: str = ""  # why the run is counted differently from its logged status; "" otherwise
+    own_log: bool = False  # written by trainperf (it logs trainperf_* keys)
 
     @property
     def success(self) -> bool:
@@ -76,6 +78,7 @@ class BenchmarkResults:
     runs_required: int
     runs_dropped: int
     spec_note: str = ""  # "" when the spec came from the registry, else what was assumed
+    round: str = ""  # the MLPerf round its logs belong to ("v2.0", "v6.1"); "" where none can be told
     interrupted: list[Path] = field(default_factory=list)  # runs interrupted and kept aside (not results)
 
     @property
@@ -286,6 +289,7 @@ def _collect_benchmark(
         runs_required=required,
         runs_dropped=dropped,
         spec_note=spec_note,
+        round=rulesets.round_of_results(bench_dir, key, [r.start_ms for r in runs], own=all(r.own_log for r in runs)),
     )
 
 
@@ -391,6 +395,7 @@ def _read_run(
         evaluations=tuple(logged.evaluations),
         evaluation_lines=tuple(logged.evaluation_lines),
         progress=own_progress(logged.lines),
+        own_log=rulesets.is_trainperf_log(records),
     )
     return run, logged.scale
 

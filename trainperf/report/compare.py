@@ -35,7 +35,7 @@ from trainperf.errors import UsageError
 if TYPE_CHECKING:
     from trainperf.report.collect import BenchmarkResults, SystemResults
 
-DIFFERENCES = ("scale", "target", "code")  # what --allow-different can name
+DIFFERENCES = ("round", "scale", "target", "code")  # what --allow-different can name
 # Bootstrap resamples at most: each holds the runs' indices (40 runs of unet3d: 320 bytes a side), so 100,000 take
 # about 64 MB; 10^9 would take 640 GB.
 MAX_RESAMPLES = 100_000
@@ -53,6 +53,7 @@ class Side:
     scale: str
     target: str
     code: tuple[str, ...]  # the trainperf_code values its runs logged ("" where a run logged none)
+    round: str = ""  # the MLPerf round of its logs ("v2.0", "v6.1"; "" where none fits)
 
     @property
     def successes(self) -> int:
@@ -211,16 +212,18 @@ def side_of(bench: BenchmarkResults, label: str) -> Side:
         scale=bench.scale,
         target=bench.target_text,
         code=_codes([r.path for r in bench.runs]),
+        round=bench.round,
     )
 
 
 def compare_systems(a: SystemResults, b: SystemResults, *, resamples: int = 10_000) -> list[Comparison]:
-    """The report's comparison of its two systems: every benchmark both ran at the same scale and target (the
-    rest do not compare, and the report does not pretend they do); a code difference is named, not refused."""
+    """The report's comparison of its two systems: every benchmark both ran in the same round at the same scale and
+    target (the rest do not compare, and the report does not pretend they do); a code difference is named, not
+    refused."""
     out = []
-    theirs = {(x.benchmark, x.scale, x.target_text): x for x in b.benchmarks}
+    theirs = {(x.benchmark, x.round, x.scale, x.target_text): x for x in b.benchmarks}
     for bench in a.benchmarks:
-        other = theirs.get((bench.benchmark, bench.scale, bench.target_text))
+        other = theirs.get((bench.benchmark, bench.round, bench.scale, bench.target_text))
         if other is None or not bench.runs or not other.runs:
             continue
         x, y = side_of(bench, a.label), side_of(other, b.label)
@@ -268,6 +271,8 @@ def compare_paths(
             raise UsageError(f"{' and '.join(missing)} has no {key} runs: name a benchmark both sides ran")
         x, y = sa[key], sb[key]
         found = []
+        if x.round != y.round:  # one benchmark under two rounds' rules (bert of v2.0 and of v2.1, say)
+            found.append(("round", f"{x.round or 'no round'} against {y.round or 'no round'}"))
         if x.scale != y.scale:
             found.append(("scale", f"{x.scale} against {y.scale}"))
         if x.target != y.target:
@@ -345,12 +350,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for path, system in ((args.a, args.system_a), (args.b, args.system_b))
     ]
     table = Table(title=Text(f"A = {names[0]}   B = {names[1]}"))
-    for name, justify in [("benchmark", "left"), ("runs A", "right"), ("runs B", "right"), ("score A", "right")]:
+    for name, justify in [
+        ("round", "left"),
+        ("benchmark", "left"),
+        ("runs A", "right"),
+        ("runs B", "right"),
+        ("score A", "right"),
+    ]:
         table.add_column(name, justify=justify)
     for name in ("score B", "A / B", f"{args.confidence:.0%} interval", "p"):
         table.add_column(name, justify="right")
-    for c in results:
+    for c in sorted(results, key=lambda c: c.a.round):  # round by round, as the report groups them
         table.add_row(
+            Text(c.a.round if c.a.round == c.b.round else f"{c.a.round or '–'} / {c.b.round or '–'}"),
             *map(Text, (c.benchmark, f"{c.a.successes}/{len(c.a.runs)}", f"{c.b.successes}/{len(c.b.runs)}")),
             *map(Text, (_fmt(c.a.score), _fmt(c.b.score), _fmt(c.ratio))),
             Text("–" if c.ci is None else f"{c.ci[0]:.3f}–{c.ci[1]:.3f}"),
@@ -374,7 +386,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "folders, or summary.json files), benchmark by benchmark: the ratio of the olympic scores A / B with a "
         "bootstrap confidence interval, a two-sided Mann-Whitney U test of the run times with its p-value, and "
         "a verdict. With few runs and no evidence it says about how many runs would show a 5 %% difference. "
-        "Sides of another scale, target or trainperf code are refused unless --allow-different names it.",
+        "Rows come round by round (v2.0, v6.1). Sides of another round, scale, target or trainperf code are refused "
+        "unless --allow-different names it.",
     )
     p.add_argument("a", type=Path, metavar="A", help="the first result folder (or its summary.json)")
     p.add_argument("b", type=Path, metavar="B", help="the second result folder (or its summary.json)")
@@ -387,7 +400,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--allow-different",
         metavar="WHAT",
         default="",
-        help="compare anyway when the sides differ in these, comma-separated: scale, target, code",
+        help="compare anyway when the sides differ in these, comma-separated: round, scale, target, code",
     )
     p.add_argument("--alpha", type=_FRACTION, default=0.05, help="the test's significance level (default 0.05)")
     p.add_argument("--confidence", type=_FRACTION, default=0.95, help="the interval's confidence (default 0.95)")

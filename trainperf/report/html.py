@@ -50,16 +50,19 @@ def _energy(joules: float) -> str:
 
 
 def _groups(systems: list[SystemResults]) -> list[Group]:
-    """(benchmark, scale) across systems, in MLPerf's benchmark order; a system keeps one color everywhere."""
-    found: dict[tuple[str, str], list] = {}
+    """(benchmark, scale) across systems, round by round (oldest first) in MLPerf's benchmark order; a system keeps
+    one color everywhere. One benchmark of two rounds is two groups, each labelled with its round."""
+    found: dict[tuple[str, str, str], list] = {}
     for color, s in enumerate(systems):
         for b in s.benchmarks:
-            found.setdefault((b.benchmark, b.scale), []).append((color, s, b))
+            found.setdefault((b.round, b.benchmark, b.scale), []).append((color, s, b))
+    several = len({(k[1], k[2]) for k in found}) < len(found)
 
-    def order(k: tuple[str, str]) -> tuple[int, str, str]:
-        return (BENCHMARKS.index(k[0]) if k[0] in BENCHMARKS else len(BENCHMARKS), k[0], k[1])
+    def order(k: tuple[str, str, str]) -> tuple:
+        version = tuple(int(x) for x in k[0].removeprefix("v").split(".")) if k[0] else ()
+        return (k[0] == "", version, BENCHMARKS.index(k[1]) if k[1] in BENCHMARKS else len(BENCHMARKS), k[1:])
 
-    return [(k[0], k[1], found[k]) for k in sorted(found, key=order)]
+    return [(f"{k[1]} {k[0]}" if several and k[0] else k[1], k[2], found[k]) for k in sorted(found, key=order)]
 
 
 def _check_price(price_per_hour: float | None) -> None:
@@ -208,14 +211,14 @@ Pairs = list[tuple[SystemResults, BenchmarkResults]]
 def _summary(pairs: Pairs) -> str:
     rows = [
         [
-            _e(s.label), _e(b.benchmark), _e(b.scale), f"{b.score.successes}/{b.score.runs}",
+            _e(s.label), _e(b.round or "–"), _e(b.benchmark), _e(b.scale), f"{b.score.successes}/{b.score.runs}",
             _label_html(b), _min(b.score.spread), _e(b.target_text),
             _e("; ".join(x for x in (b.score.note, b.spec_note, *b.run_notes) if x) or "valid olympic score"),
         ]
         for s, b in pairs
     ]  # fmt: skip
-    head = ["system", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target", "note"]
-    return _table(head, rows, (3, 4, 5))
+    head = ["system", "round", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target", "note"]
+    return _table(head, rows, (4, 5, 6))
 
 
 def _charts(groups: list[Group], pairs: Pairs) -> list[tuple[str, str, str]]:
@@ -317,7 +320,7 @@ _md = markdown_text  # text from the files (system names, labels) as plain text 
 def render_markdown(systems: list[SystemResults], price_per_hour: float | None = None) -> str:
     """A Markdown table, one row per system × benchmark, to paste into an issue."""
     _check_price(price_per_hour)
-    head = ["system", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target"]
+    head = ["system", "round", "benchmark", "scale", "runs ok/total", "score (min)", "spread (min)", "target"]
     head += ["per-accelerator (min)", "energy to train"] + (["cost to train"] if price_per_hour is not None else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, _, items in _groups(systems):
@@ -331,8 +334,9 @@ def render_markdown(systems: list[SystemResults], price_per_hour: float | None =
                 else "not measured"
             )
             row = [
-                _md(s.label), _md(b.benchmark), _md(b.scale), f"{b.score.successes}/{b.score.runs}",
-                f"{_min(m)} {b.score.label}", _min(b.score.spread), _md(b.target_text),
+                _md(s.label), _md(b.round or "–"), _md(b.benchmark), _md(b.scale),
+                f"{b.score.successes}/{b.score.runs}", f"{_min(m)} {b.score.label}", _min(b.score.spread),
+                _md(b.target_text),
                 _min(None if m is None else m * s.processors), energy,
             ]  # fmt: skip
             if price_per_hour is not None:

@@ -18,8 +18,14 @@ def for_output(console: Console) -> Console:
 
 
 def print_summary(console: Console, summaries: list[Any], options: Any) -> None:
+    from trainperf import rounds
+
     console = for_output(console)
-    table = Table(title=f"trainperf {options.scale} results — {options.out}")
+    versions = {s.benchmark: (r.version if (r := rounds.of_benchmark(s.benchmark)) else "") for s in summaries}
+    named = f", round {next(iter(versions.values()))}" if len(set(versions.values())) == 1 else ""
+    table = Table(title=f"trainperf {options.scale} results{named} — {options.out}")
+    if not named:  # a suite of several rounds: each row says its own
+        table.add_column("round", justify="left")
     for col, just in (
         ("benchmark", "left"),
         ("runs", "right"),
@@ -42,6 +48,9 @@ def print_summary(console: Console, summaries: list[Any], options: Any) -> None:
             note = "smoke run: a tiny real-format fixture, not a result"
         if s.interrupted:
             note += f"; {len(s.interrupted)} interrupted run(s) kept aside, not counted"
-        table.add_row(s.benchmark, str(len(s.runs)), f"{score} {label}", spread, s.target, f"{ok}/{len(s.runs)}", note)
+        cells = [] if named else [versions[s.benchmark] or "–"]
+        table.add_row(
+            *cells, s.benchmark, str(len(s.runs)), f"{score} {label}", spread, s.target, f"{ok}/{len(s.runs)}", note
+        )
     console.print(table)
     console.print(f"logs: {options.out}/results/  summary: {options.out}/summary.json")

@@ -242,6 +242,20 @@ def package_ruleset(
     )
 
 
+def round_of_results(path: Path, benchmark: str, start_ms: Iterable[object], *, own: bool) -> str:
+    """The round (``v2.0``, ``v6.1``) one benchmark's result files at ``path`` belong to, told as ``check`` and
+    ``review`` tell it (:func:`package_ruleset`): trainperf's own logs (``own``) by their benchmark's round, published
+    ones by their results repository's name or their latest run_start date; "" where no round fits."""
+    dates = [d for t in start_ms if (d := log_date(t)) is not None]
+    try:
+        ruleset, _, _ = package_ruleset(
+            given=None, path=path, trainperf_logs=own, latest=max(dates, default=None), held={benchmark}
+        )
+    except UsageError:
+        return ""
+    return round_name(ruleset)
+
+
 def log_date(time_ms: object) -> dt.date | None:
     """The UTC date of an MLLOG ``time_ms`` (None for a value that is not a plausible time)."""
     if not isinstance(time_ms, (int, float)) or isinstance(time_ms, bool):
