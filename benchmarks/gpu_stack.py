@@ -1,4 +1,5 @@
-"""The optimization stack on one GPU: reference-scale throughput of resnet and bert, stack off and on.
+"""The optimization stack on one GPU: reference-scale throughput of resnet and bert, stack off and on; llama31_8b's
+tokens/s per GPU.
 
     python benchmarks/gpu_stack.py --out "$OUT"            # on a CUDA machine: one prepared check
     python benchmarks/gpu_stack.py --cpu-check --out /tmp/s # the same script on a CPU, at toy sizes
@@ -15,6 +16,10 @@ in the published table shipped with trainperf): samples to converge at that syst
 mean; the batch is trainperf's stated assumption, ``Benchmark.published_batch_per_accelerator``) over the result's
 minutes and 8 GPUs. That whole-run rate includes start-up and evaluations, so their training rate is somewhat
 higher. A synthetic batch measures the step alone: no decoding, no augmentation.
+
+llama31_8b is measured by ``benchmarks/gpu_llama.py`` in its own process (the 8B's forward and backward pass of
+one 8,192-token sequence, activation checkpointing off and on, beside the published per-accelerator rate; its
+docstring says what the figure leaves out); its table is appended.
 
 Writes ``OUT/ablation/KEY-reference.json`` (each ablation, as `trainperf report` reads it),
 ``OUT/gpu_stack.json`` and ``OUT/gpu_stack.md`` (the table), and each ablation's output in
@@ -38,6 +43,8 @@ SETTINGS = {
 }
 SWITCHES = "precision,optimizer-impl,pin-memory,device-prefetch,compile,cuda-graphs"
 CPU_SWITCHES = "precision,optimizer-impl,prefetch"  # --cpu-check: what a CPU can run, quickly
+LLAMA = "llama31_8b"  # measured by gpu_llama.py, not by an ablation
+LLAMA_TIMEOUT_S = 300
 PUBLISHED_GPUS = 8
 PUBLISHED_ACCELERATOR = "H200"
 
@@ -158,7 +165,9 @@ def markdown(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "/tmp/gpu-stack"))
-    p.add_argument("--benchmarks", default="resnet,bert", help="comma-separated (default resnet,bert)")
+    p.add_argument(
+        "--benchmarks", default=f"resnet,bert,{LLAMA}", help=f"comma-separated (default resnet,bert,{LLAMA})"
+    )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats per configuration (default 3)")
     p.add_argument("--timeout-s", type=int, default=0, help="each ablation's limit (default: resnet 270, bert 270)")
     p.add_argument(
@@ -168,25 +177,46 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     keys = [k.strip() for k in args.benchmarks.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in SETTINGS]
+    unknown = [k for k in keys if k not in (*SETTINGS, LLAMA)]
     if unknown or not keys:
-        p.error(f"--benchmarks: {', '.join(unknown) or '(none)'}: choose among {', '.join(SETTINGS)}")
+        p.error(f"--benchmarks: {', '.join(unknown) or '(none)'}: choose among {', '.join((*SETTINGS, LLAMA))}")
     import torch
 
     if not torch.cuda.is_available() and not args.cpu_check:
         p.error("no CUDA device here: this check is for a GPU (--cpu-check runs it on a CPU at toy sizes)")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for key in keys:
+    for key in [k for k in keys if k != LLAMA]:
         print(f"{key}: ablating ...", flush=True)
         data, why = ablate(key, args)
         rows.append(summary_row(key, data, why, published_rate(key)))
         print(f"{key}: {why or 'done'}", flush=True)
-    table = markdown(rows)
+    table = markdown(rows) if rows else ""
+    llama_ok = True
+    if LLAMA in keys:
+        llama_table, llama_ok = llama(args)
+        table += f"\n{LLAMA}, one GPU's forward and backward pass (benchmarks/gpu_llama.py):\n\n{llama_table}"
     (args.out / "gpu_stack.json").write_text(json.dumps(rows, indent=2) + "\n")
     (args.out / "gpu_stack.md").write_text(table)
     print(table)
-    return 0 if all(r.get("stack_off") is not None for r in rows) else 1
+    return 0 if llama_ok and all(r.get("stack_off") is not None for r in rows) else 1
+
+
+def llama(args: argparse.Namespace) -> tuple[str, bool]:
+    """gpu_llama.py in its own process: (its table, or why there is none; whether it measured)."""
+    cmd = [sys.executable, str(Path(__file__).with_name("gpu_llama.py")), "--out", str(args.out)]
+    cmd += ["--cpu-check", "--steps", "1", "--repeats", "1", "--warmup", "0"] if args.cpu_check else []
+    log = args.out / f"{LLAMA}.log"
+    print(f"{LLAMA}: measuring ...", flush=True)
+    try:
+        with log.open("w") as f:
+            r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout_s or LLAMA_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"stopped at its time limit; see {log.name}\n", False
+    table = args.out / "gpu_llama.md"
+    if r.returncode != 0 or not table.is_file():
+        return f"gpu_llama.py exited {r.returncode}; see {log.name}\n", False
+    return table.read_text(), True
 
 
 if __name__ == "__main__":

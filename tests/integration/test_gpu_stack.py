@@ -55,3 +55,29 @@ def test_a_failed_ablation_is_a_row_that_says_why_and_a_non_zero_exit(gpu_stack,
     [row] = json.loads((out / "gpu_stack.json").read_text())
     assert "stopped at its time limit" in row["error"] and "resnet.log" in row["error"]
     assert "stopped at its time limit" in (out / "gpu_stack.md").read_text()
+
+
+def test_llama31_8b_is_measured_by_its_own_script_beside_the_published_rate(gpu_stack, tmp_path):
+    """gpu_llama.py through gpu_stack.py: the decoder's forward and backward pass with checkpointing off and on, and
+    the fastest published 8-accelerator result as tokens/s per accelerator (v5.1's GB300: 67.373 min for the RCP
+    mean of 161,587 sequences of 8,192 tokens at batch 16)."""
+    out = tmp_path / "out"
+    assert gpu_stack.main(["--cpu-check", "--benchmarks", "llama31_8b", "--out", str(out)]) == 0
+    data = json.loads((out / "gpu_llama.json").read_text())
+    assert [r["checkpointing"] for r in data["rows"]] == [False, True]
+    assert all(not r["error"] and r["tokens_per_second"] > 0 and r["flavour"] == "debug" for r in data["rows"])
+    p = data["published"]
+    assert p["round"] == "v5.1" and p["minutes"] == pytest.approx(67.373)
+    assert p["tokens_per_second_per_accelerator"] == pytest.approx(161_587.2 * 8192 / (67.373 * 60) / 8)
+    table = (out / "gpu_stack.md").read_text()
+    assert "llama31_8b, one GPU's forward and backward pass" in table and "| off | cpu |" in table
+
+
+def test_the_8b_counts_seven_and_a_half_billion_parameters_in_its_products():
+    spec = importlib.util.spec_from_file_location("gpu_llama", ROOT / "benchmarks" / "gpu_llama.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from trainperf.workloads.common.llm.model import LLAMA31_8B
+
+    # Llama 3.1 8B: 8.03 billion parameters, of which the 0.53 billion of the input embedding are a lookup
+    assert module.product_parameters(LLAMA31_8B) == pytest.approx(7.505e9, rel=1e-3)
