@@ -1,6 +1,6 @@
 """Every workload beside a straightforward peer: same model, same mini data, same batch, one process.
 
-    python benchmarks/peers.py [KEY ...] [--steps N] [--repeats R] [--json PATH]
+    python benchmarks/peers.py [KEY ...] [--steps N] [--repeats R] [--json PATH] [--compile]
 
 For each benchmark (all eight, or those named) trainperf's path (the workload as a run builds it and the
 harness's ``Stepper``: zero_grad, the workload's loss, backward, clipping, optimizer and scheduler) and a
@@ -41,6 +41,10 @@ something. The peers:
   with one network batch per playout round). The peer plays a quarter of the games (at least one); both
   are counted in positions per second. The training steps of a generation are not in either figure.
 
+With ``--compile`` trainperf's side runs as ``trainperf run --compile`` makes it (the harness's ``torch.compile`` of
+the model; the compilation falls in the untimed warm-up, where a run pays it on its clock: the workload's README
+says what it costs a run). The peer is never compiled: it is the straightforward way.
+
 Every batch-based side except resnet's trains on the same batches, drawn once from the workload's mini
 data (its own loader and augmentation) and held in memory, so that loading is timed on neither side.
 """
@@ -65,10 +69,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainperf import registry
+from trainperf.contract.switches import Switches
 from trainperf.dist import DistContext
 from trainperf.harness.runner import RunObserver, seed_everything
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
+from trainperf.harness.switches import compile_model
 from trainperf.harness.torch_state import torch_state
 from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
@@ -107,8 +113,13 @@ def workload(key: str, **replace: Any):
     return w
 
 
+COMPILE = {"on": False}  # --compile: trainperf's side compiled as `trainperf run --compile` compiles it
+
+
 def stepper_for(w, model: nn.Module) -> Stepper:
     opt, sched = w.build_optimizer(model)
+    if COMPILE["on"]:
+        model = compile_model(model, Switches(compile=True))
     return Stepper(model, w, opt, sched, RunObserver(), Schedule.for_run(w.spec, w, dry_run_steps=1))
 
 
@@ -581,8 +592,8 @@ def measure(key: str, steps: int, repeats: int, profile: int = 0) -> dict[str, A
 
 def table(results: dict[str, dict[str, Any]], repeats: int) -> str:
     lines = [
-        f"trainperf beside a straightforward peer, mini scale, CPU {torch.get_num_threads()} threads, "
-        f"median of {repeats}",
+        f"trainperf{' --compile' if COMPILE['on'] else ''} beside a straightforward peer, mini scale, CPU "
+        f"{torch.get_num_threads()} threads, median of {repeats}",
         f"{'workload':9s} {'unit':12s} {'trainperf':>10s} {'peer':>10s} {'ratio':>6s}  batch; peer",
     ]
     for key, r in results.items():
@@ -602,7 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--profile", type=int, default=0, metavar="N", help="first print each side's N costliest operators (stderr)"
     )
+    p.add_argument("--compile", action="store_true", help="trainperf's side with the --compile switch")
     a = p.parse_args(argv)
+    COMPILE["on"] = a.compile
     unknown = [k for k in a.keys if k not in KEYS]
     if unknown or (a.steps is not None and a.steps < 1) or a.repeats < 1:
         p.error(
@@ -620,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(table(results, a.repeats))
     if a.json:
-        doc = {"repeats": a.repeats, "threads": torch.get_num_threads(), "workloads": results}
+        doc = {"repeats": a.repeats, "threads": torch.get_num_threads(), "compile": a.compile, "workloads": results}
         tmp = a.json.with_name(a.json.name + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         tmp.replace(a.json)
