@@ -8,13 +8,17 @@ with :data:`RULE`.
 
 What the rule holds, read from the published logs (every result file of mlcommons/training_results_v2.0, 2,760):
 
-- evaluations are on the clock, between ``run_start`` and ``run_stop``; an evaluation logged during initialization
-  (before ``init_stop`` and ``run_start``) is untimed and never counted; after ``run_stop`` an evaluation is a
+- evaluations are on the clock, between ``run_start`` and ``run_stop``; an evaluation during initialization (timed
+  at or before ``init_stop``, itself at or before ``run_start``: the starting checkpoint's, in a line before
+  ``init_stop``'s in trainperf's own logs, anywhere in another submitter's, whose lines come deferred) is untimed and
+  never counted; after ``run_stop`` an evaluation is a
   copy of one within the run (NVIDIA's v1.1 dlrm), an evaluation of a run that did not succeed (NVIDIA's v2.0
   rnnt), or, for a benchmark whose reference evaluates timestamped checkpoints once training is over (minigo),
   counted only when it evaluates a checkpoint saved within the run (``save_model`` with that iteration, at or
   before ``run_stop``: the winning model of all 140 published v2.0 minigo runs is) and bounded by the longest a
-  run may take;
+  run may take (the benchmarks and rounds whose rules allow it:
+  :func:`trainperf.rules.rulesets.evaluated_after_run_stop`, Stable Diffusion v3.1 to v5.0 among them, whose
+  ``run_stop`` carries the passing checkpoint's time);
 - training records (``block_*``, ``epoch_*``) are never before ``run_start``; after ``run_stop`` a log may show
   training that went on while the deciding evaluation ran (Google's v2.0 dlrm, 13% of the run; Habana's v2.0 bert,
   a third), never more than :data:`TAIL_SHARE` of the run;
@@ -120,7 +124,8 @@ def _evaluations(run: _Run, max_run_ms: int) -> tuple[list[str], set[int]]:
         if t is None:
             continue
         if start and t < start[1] - run.skew:
-            if init_stop is not None and init_line is not None and n < init_line and t <= init_stop <= start[1]:
+            logged_during = init_line is not None and (n < init_line or not run.own)  # published logs defer lines
+            if init_stop is not None and logged_during and t <= init_stop <= start[1]:
                 uncounted.add(n)  # an untimed evaluation during initialization: read, never counted
                 continue
             problems.append(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf import registry, rounds
+from trainperf import rounds
 from trainperf.confine import Confinement, confinement, output_so_far, run_confined
 from trainperf.errors import DataError, NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
@@ -83,6 +83,9 @@ class CheckResult:
     confinement: str = ""  # how the checker ran: "confined: ..." or "not confined: <why>"; "" when it did not run
     # the installed checker fails the log only by rules its round's own checker did not apply (then warnings)
     round_only: bool = False
+    # it failed by the official checker's rules alone: no timing rule, no crash, nothing found before the checker ran
+    # (the file the official package checker accepts one of "under olympic scoring")
+    official_only: bool = False
 
 
 def is_target_only_failure(result: CheckResult) -> bool:
@@ -287,7 +290,7 @@ def _prepare(
         f"{TIMING_PROBLEM}: {p}; the log is damaged or was edited: restore it, or redo the run"
         for p in timing_problems(
             ((ln.lineno, ln.record) for ln in lines if ln.record is not None),
-            after_stop=benchmark in registry.evaluated_after_run_stop(),
+            after_stop=benchmark in rulesets.evaluated_after_run_stop(chosen),
         )
     ]
     problems = preflight(lines, benchmark, chosen)
@@ -425,8 +428,8 @@ def _finish(
         problems.append(f"the official checker failed (exit code {rc}) without a message; see raw")
     passed = (rc == 0 or bool(moved) or placeholder) and not problems
     res = result(passed, problems, raw, warnings, confined.note)
-    return dataclasses.replace(res, round_only=passed and rc != 0)
-
+    official_only = not passed and not timing and not crashed
+    return dataclasses.replace(res, round_only=passed and rc != 0, official_only=official_only)
 
 
 def check_logs_with(

@@ -39,6 +39,11 @@ from trainperf.text import is_control, printable
 
 # The logged keys the v2.0 rule files format into a rule-file path (see the module docstring).
 PATH_KEYS = ("submission_division", "submission_benchmark", "opt_name")
+# The logged names of a submission that trainperf compares with the package's folders (submission_org with <org>,
+# submission_platform with results/<system>): plain names, no path. The other submission_* values (submission_poc_name,
+# submission_poc_email, submission_status, ...) are free text that no tool uses as a path ('N/A', an empty e-mail):
+# screened for control characters only, like every string of a log.
+NAME_KEYS = ("submission_org", "submission_platform")
 _RCP_BENCHMARK_TEXT = "submission_benchmark"  # rcp_checker: `if "submission_benchmark" in line: value is the benchmark`
 _GLOB_CHARS = frozenset("*?[]{}")  # glob patterns and result_summarizer's "{a,b}" folder syntax
 _SHOWN_CHARS = 240  # a value is shown whole up to this many characters (a path of 40 segments)
@@ -201,7 +206,7 @@ def _path_value_refusals(
                 "rule-file path training_2.0.0/closed_<benchmark>_<value>.yaml from it and execute that file"
             )
             refusals.append(_refusal(lineno, key, value, why))
-    elif isinstance(key, str) and key.startswith("submission_") and key not in PATH_KEYS:
+    elif key in NAME_KEYS:
         if isinstance(value, str) and (problem := name_problem(value)):
             why = f"{problem}; it names the submission, and a name holds no path"
             refusals.append(_refusal(lineno, key, value, why))

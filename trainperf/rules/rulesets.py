@@ -71,6 +71,43 @@ LATER_CHECKS: dict[str, tuple[str, str]] = {
     # rcp_checker.py: "Batch sizes in files do not match." (and no benchmark name, then KeyError: None) where a
     # benchmark's result files log different global_batch_size values (tag 3.0.0-rc1 has it, 2.1.0 does not)
     "batch sizes compared": ("3.0.0", "mlcommons/logging 74c310b"),
+    # system_desc_checker.py: a system description's status must be one of four phrases ("Available on-premise",
+    # "Available cloud", "Research, Development, or Internal (RDI)", "Preview"), for every ruleset from 4.0.0 on
+    # (92c4281 and c20b57b, 2024-05-14, after the v4.0 deadline; 191ed2c meant it from v4.1 on, but its version test
+    # still catches 4.0.0); first in tag 4.1.0-rc4. The v4.0 round's tools (tags 4.0.0-rc1 to -rc3) accepted the
+    # looser list of STATUS_ACCEPTED, and the tools of earlier rounds did not check the field.
+    "status phrases": ("4.1.0", "mlcommons/logging 92c4281 and c20b57b, 2024-05-14"),
+}
+# The status values a round's own system-description checker accepted, where it checked them (compared as written
+# and lower-cased): mlcommons/logging 9d75268 (2023-12-12), as tagged 4.0.0-rc1 to 4.0.0-rc3.
+STATUS_ACCEPTED: dict[str, tuple[str, ...]] = {
+    "4.0.0": (
+        "available on-premise",
+        "onprem",
+        "available",
+        "available onprem",
+        "available cloud",
+        "cloud",
+        "research, development, or internal (rdi)",
+        "rdi",
+        "research",
+        "development",
+        "internal",
+        "preview",
+    ),  # fmt: skip
+}
+# Benchmarks whose round's reference evaluates timestamped checkpoints after the clock has stopped, so that a log may
+# hold evaluations after run_stop, whose time is "updated to the timestamp of the first passing checkpoint"
+# (training_rules.adoc, Quality measure, mlcommons/training_policies ff51573, 2020): benchmark -> (first ruleset, last
+# ruleset, evidence). trainperf's own benchmarks say so on their Benchmark (``evaluates_after_run_stop``: minigo, of
+# v1.0 to v2.1).
+OFFLINE_EVALUATION: dict[str, tuple[str, str, str]] = {
+    "stable_diffusion": (
+        "3.1.0",
+        "5.0.0",
+        "training_rules.adoc, Stable Diffusion: the collected checkpoints are evaluated offline and the time is not "
+        "counted (mlcommons/training_policies f9531cd, 2023-07-23)",
+    ),
 }
 # Checks the installed rule files make that a round's own checker only warned about: ruleset -> (what, evidence).
 # v1.1: mlperf-logging's checker of the round (mlcommons/logging 63c9709, 2021-10-05, in tag 1.1.0-rc2 to -rc4) turned
@@ -108,6 +145,11 @@ _REPOSITORY = re.compile(r"^training_results_v(\d+)\.(\d+)$")
 
 def _version(ruleset: str) -> tuple[int, ...]:
     return tuple(int(x) for x in ruleset.split("."))
+
+
+def version(ruleset: str) -> tuple[int, ...]:
+    """``4.0.0`` -> ``(4, 0, 0)``: rulesets in the order of their rounds."""
+    return _version(ruleset)
 
 
 @cache
@@ -155,6 +197,33 @@ def later_note(ruleset: str, check: str) -> str:
         f"a check of the official tools from the v{since.rsplit('.', 1)[0]} round on ({commit}), not a rule of the "
         f"{round_name(ruleset)} round"
     )
+
+
+def evaluated_after_run_stop(ruleset: str | None = None) -> frozenset[str]:
+    """The benchmarks whose logs may hold evaluations after run_stop under ``ruleset``'s rules (None: under the rules of
+    any round): trainperf's own that evaluate off the clock, and those of :data:`OFFLINE_EVALUATION`."""
+    from trainperf import registry
+
+    rounds_of = {
+        b for b, (first, last, _) in OFFLINE_EVALUATION.items()
+        if ruleset is None or _version(first) <= _version(ruleset) <= _version(last)
+    }  # fmt: skip
+    return registry.evaluated_after_run_stop() | rounds_of
+
+
+def status_accepted(ruleset: str, status: object) -> bool:
+    """Whether the tools of ``ruleset``'s round accepted a system description's ``status`` (rounds without a check of
+    their own: any value)."""
+    accepted = STATUS_ACCEPTED.get(ruleset)
+    if accepted is None:
+        return later_check(ruleset, "status phrases")
+    return isinstance(status, str) and (status in accepted or status.lower() in accepted)
+
+
+def round_of_date(date: dt.date) -> str | None:
+    """The first supported round whose published runs reach ``date`` (:data:`ROUND_ENDS` plus :data:`ROUND_SLACK`);
+    None when it is later than every round the history holds."""
+    return next((r for r in supported() if r in ROUND_ENDS and ROUND_ENDS[r] + ROUND_SLACK >= date), None)
 
 
 @cache

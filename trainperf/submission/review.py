@@ -16,9 +16,11 @@ that pass :mod:`trainperf.rules.gate`: mlperf-logging's v2.0 rule files turn log
 YAML files whose code they execute, so a file with such a value is kept out of the copy and its verdict
 says why. The tools run confined where the machine allows it (:mod:`trainperf.confine`), and the review
 says how, all four of a package's in one process (:mod:`trainperf.submission.tool_plan`), which makes the work
-they repeat once. The official package checker tolerates one non-compliant file per benchmark; this
-review tolerates only runs that are logged as stopped without reaching the target (``aborted``), as
-many as olympic scoring drops, and fails any other non-compliant file.
+they repeat once. The official package checker tolerates one non-compliant file per benchmark (four for unet3d);
+so does this review, for files that fail the official rules alone and runs logged as stopped without reaching the
+target, together as many as olympic scoring drops, scored as failed runs; a file that breaks the timeline rule
+fails the benchmark. Findings of checks the installed tools make but the package's round's tools did not are
+warnings naming the later rule (:mod:`trainperf.submission.round_rules`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.rules import rulesets
-from trainperf.submission import official
+from trainperf.submission import official, round_rules
 from trainperf.submission.bench_checks import (  # noqa: F401 - names the tests and callers import from here
     _Bench,
     _check_compliance,
@@ -117,7 +119,7 @@ def review(
             )
             rcps = tasks.submit(_run_rcps, rcp_plans, copy, work, chosen)
             if pc is not None:
-                _take_package_checker(pc.result(), benches, found, chosen)  # (a)
+                _take_package_checker(pc.result(), benches, found, chosen, layout)  # (a)
             rcp_results = rcps.result()
             checks = _check_many(benches, chosen, plan if plan.results is not None else None)  # (b)
         for key, bench in benches.items():
@@ -125,6 +127,7 @@ def review(
             _check_count(bench)
             _check_compliance(bench, checks[key])  # (b)
             _check_seeds_and_consistency(bench, org_dir.name, layout.divisions.get(key[0]), chosen)  # (c)
+            bench.warnings += round_rules.resubmitted(_run_dates(bench), chosen)
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
             else:
@@ -192,18 +195,32 @@ def _choose_ruleset(
 
 
 def _take_package_checker(
-    pc: official.PackageCheck, benches: dict[tuple[str, str], _Bench], found: _Findings, chosen: str
+    pc: official.PackageCheck, benches: dict[tuple[str, str], _Bench], found: _Findings, chosen: str, layout: Layout
 ) -> None:
-    """(a) the official package checker's findings, each where it belongs."""
+    """(a) the official package checker's findings, each where it belongs; a system description's failure that only
+    a later round's rule makes is a warning (:mod:`trainperf.submission.round_rules`)."""
     found.raw["package_checker"] = pc.ran.log or pc.ran.raw
     found.notes.append(pc.ran.confinement)
     if pc.ran.crashed or not pc.finished:
         (found.later if _lacks_round_data(pc.ran, benches, chosen) else found.problems).append(_crash(pc.ran, chosen))
-    for msg in pc.general:  # system descriptions: "System description checker failed for <name> : ..."
-        owners = [b for (s, _), b in benches.items() if f"failed for {s} " in msg + " "]
+    names = {s: str(d.get("system_name", s)) for s, d in layout.descriptions.items()}
+    failed = later = 0
+    for msg in pc.general:  # system descriptions: "System description checker failed for <system_name> : ..."
+        if msg == round_rules.SUMMARY_FAILED:
+            continue
+        system = round_rules.system_owner(msg, names)
+        failed += system is not None
+        why = round_rules.later_status(msg, layout.descriptions.get(system or ""), chosen)
+        later += why is not None
+        text = f"package_checker: {msg}" + (f" ({why})" if why else "")
+        owners = [b for (s, _), b in benches.items() if s == system]
         for b in owners:
-            b.problems.append(f"package_checker: {msg}")
-        found.problems += [] if owners else [f"package_checker: {msg}"]
+            (b.warnings if why else b.problems).append(text)
+        if not owners:
+            (found.later if why else found.problems).append(text)
+    if round_rules.SUMMARY_FAILED in pc.general:
+        summary = f"package_checker: {round_rules.SUMMARY_FAILED}"
+        (found.later if failed and later == failed else found.problems).append(summary)
     for key, msgs in pc.errors.items():
         target = benches.get(key)
         errors, later = _package_checker_errors(msgs, chosen)
@@ -224,6 +241,11 @@ def _take_summary(
         gap = _lacks_round_data(summary.ran, benches, chosen)
         (found.later if gap else found.problems).append(_crash(summary.ran, chosen))
     return summary
+
+
+def _run_dates(bench: _Bench) -> list[tuple[str, Any]]:
+    """(file name, run_start date) of each run of ``bench`` that logs a run_start."""
+    return [(r.name, rulesets.log_date(r.logged.start_ms)) for r in bench.runs if r.logged and r.logged.start_ms]
 
 
 def _package_ruleset(org_dir: Path, benches: dict[tuple[str, str], _Bench], given: str | None) -> tuple[str, str, bool]:

@@ -138,6 +138,8 @@ def finding_kind(text: str) -> str:
             return kind
     for words, kind in (
         ("refused before the official tools", "gate"),
+        ("accepted under olympic scoring", "non-compliant file dropped (olympic scoring)"),
+        ("Results Resubmission", "resubmitted log"),
         ("can be ignored for 1.1.0", "weights_initialization (v1.1: a warning)"),
         ("logs no seed", "seeds"),
         ("seeds", "seeds"),

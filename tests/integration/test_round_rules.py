@@ -1,0 +1,169 @@
+"""`trainperf review` on packages of the rounds v2.1 to v5.0 as MLCommons accepted them, reproduced by hand (no copy of
+a published log; tests/round_logs.py): each class of what review got wrong before, fixed in general, and beside each
+relaxation the attack the stricter check stopped, still stopped."""
+
+from __future__ import annotations
+
+import pytest
+from round_logs import (
+    APR_2024,
+    MAY_2022,
+    MINUTE,
+    SEP_2023,
+    minutes,
+    olympic,
+    package,
+    plain_records,
+    record,
+    sd_records,
+    write,
+)
+from untrusted import ORG, SYSTEM
+
+from trainperf import run_checks
+from trainperf.rules import compliance, gate, rulesets
+from trainperf.submission.review import review
+
+pytest.importorskip("mlperf_logging")
+DAY = 86_400_000
+
+
+def sd_runs(t0: int, **values) -> list[list[dict]]:
+    return [sd_records(t0 + i * DAY, i + 1, minutes=30 + i, values=values) for i in range(10)]
+
+
+def resnet_runs(t0: int, **values) -> list[list[dict]]:
+    return [plain_records(t0 + i * DAY, "resnet", i + 1, minutes=20 + i, values=values) for i in range(5)]
+
+
+def only(result):
+    (verdict,) = result.verdicts
+    return verdict
+
+
+# --- (a) evaluations of saved checkpoints after run_stop ------------------------------------------------------------
+def test_stable_diffusions_offline_evaluations_after_run_stop_are_accepted(tmp_path):
+    """v3.1 to v5.0 Stable Diffusion evaluates its checkpoints after training, run_stop carrying the passing
+    checkpoint's time (training_rules.adoc): accepted, scored run_stop - run_start as the summarizer scores it."""
+    runs = sd_runs(SEP_2023)
+    result = review(package(tmp_path, "stable_diffusion", runs))
+    verdict = only(result)
+    assert result.ruleset == "3.1.0" and result.passed, verdict.problems
+    assert verdict.score.minutes == pytest.approx(olympic([minutes(r) for r in runs]))
+    assert verdict.summarizer_minutes == pytest.approx(verdict.score.minutes, rel=1e-9)
+
+
+def test_an_evaluation_after_run_stop_is_still_refused_where_the_rounds_rules_do_not_allow_it(tmp_path):
+    """The attack the timeline rule stops: run_stop moved before the evaluation that reached the target. A v3.1 resnet
+    (whose reference evaluates on the clock) with such an evaluation is refused, and so is a Stable Diffusion log
+    checked by the rules of v3.0, a round without that allowance."""
+    runs = resnet_runs(SEP_2023)
+    stop = next(r for r in runs[2] if r["key"] == "run_stop")
+    runs[2].insert(-1, record(stop["time_ms"] + MINUTE, "eval_accuracy", 0.99, epoch_num=2))
+    verdict = only(review(package(tmp_path / "resnet", "resnet", runs)))
+    assert not verdict.passed
+    assert any("result_2.txt" in p and "timeline rule" in p and "after run_stop" in p for p in verdict.problems)
+
+    assert "stable_diffusion" in rulesets.evaluated_after_run_stop("3.1.0")
+    assert "stable_diffusion" not in rulesets.evaluated_after_run_stop("3.0.0")
+    log = write(tmp_path / "sd.txt", sd_records(SEP_2023, 1))
+    assert compliance.check_log(log, ruleset="3.1.0").passed
+    assert not compliance.check_log(log, ruleset="3.0.0").passed  # not a benchmark of v3.0, and:
+    lines = [(n, rec) for n, rec in enumerate(sd_records(SEP_2023, 1), 1)]
+    after = "stable_diffusion" in rulesets.evaluated_after_run_stop("3.0.0")
+    assert any("after run_stop" in p for p in run_checks.timing_problems(lines, after_stop=after))
+
+
+# --- (b) free-text contact fields --------------------------------------------------------------------------------
+def test_contact_fields_are_free_text_and_names_still_hold_no_path(tmp_path):
+    """submission_poc_name 'N/A' and an empty submission_poc_email are contact fields no tool uses as a path; the
+    names review compares with the folders (submission_org, submission_platform) are still refused as paths."""
+    runs = resnet_runs(APR_2024, submission_poc_name="N/A", submission_poc_email="")
+    result = review(package(tmp_path / "contact", "resnet", runs))
+    assert result.passed, only(result).problems
+    assert gate.screen_log(b":::MLLOG " + b'{"key": "submission_poc_name", "value": "a\\\\b", "metadata": {}}') == []
+    runs[1] = plain_records(APR_2024, "resnet", 9, values={"submission_platform": "box/../x"})
+    verdict = only(review(package(tmp_path / "name", "resnet", runs)))
+    assert not verdict.passed and any("result_1.txt: refused" in p and "path separator" in p for p in verdict.problems)
+    control = gate.screen_log(b':::MLLOG {"key": "submission_poc_name", "value": "\\u001b[31m", "metadata": {}}')
+    assert control and "control character" in control[0]
+
+
+# --- (c) a later round's checker on an older round -----------------------------------------------------------------
+def test_a_status_the_rounds_own_tools_accepted_is_a_warning_naming_the_later_rule(tmp_path):
+    """v4.0 descriptions with status 'onprem' fail the installed checker, whose four phrases came on 2024-05-14, after
+    the v4.0 deadline; the v4.0 round's tools accepted it. The checker names the system by its system_name: the
+    warning lands on the system's pair, whatever the folder's name."""
+    org = package(tmp_path / "v40", "stable_diffusion", sd_runs(APR_2024), status="onprem", system_name="Box 8x A100")
+    result = review(org)
+    verdict = only(result)
+    assert result.ruleset == "4.0.0" and result.passed, (result.problems, verdict.problems)
+    later = [w for w in verdict.warnings if "System description checker failed for Box 8x A100" in w]
+    assert later and "status 'onprem'" in later[0] and "92c4281" in later[0] and "4.0.0-rc1" in later[0]
+    assert any("System description file checker failed" in w for w in result.warnings)
+
+    strict = review(org, ruleset="4.1.0")  # the rule of v4.1 on: an error
+    assert not strict.passed and any("status" in p for p in only(strict).problems)
+    unknown = package(tmp_path / "sold", "stable_diffusion", sd_runs(APR_2024), status="sold out")
+    assert not review(unknown).passed  # not a status the v4.0 round's tools accepted either
+
+
+# --- (d) olympic acceptance of one non-compliant file --------------------------------------------------------------
+def test_one_non_compliant_file_is_accepted_under_olympic_scoring_and_two_are_not(tmp_path):
+    """The official package checker accepts one non-compliant result file of a benchmark ("accepting this under olympic
+    scoring") and the summarizer scores without it: here an initialization longer than the open division's 240
+    minutes."""
+    runs = resnet_runs(APR_2024)
+    runs[1] = plain_records(APR_2024 + DAY, "resnet", 2, minutes=21, init_minutes=250)
+    verdict = only(review(package(tmp_path / "one", "resnet", runs)))
+    assert verdict.passed, verdict.problems
+    assert any(w.startswith("result_1.txt (the official v4.0.0 rules)") and "olympic" in w for w in verdict.warnings)
+    kept = [minutes(r) for i, r in enumerate(runs) if i != 1]
+    assert verdict.score.minutes == pytest.approx(olympic([*kept, float("inf")]))
+    assert verdict.summarizer_minutes == pytest.approx(verdict.score.minutes, rel=1e-9)
+
+    runs[3] = plain_records(APR_2024 + 3 * DAY, "resnet", 4, minutes=23, init_minutes=250)
+    verdict = only(review(package(tmp_path / "two", "resnet", runs)))
+    assert not verdict.passed
+    assert any(p.startswith("result_1.txt (the official") for p in verdict.problems)
+    assert any(p.startswith("result_3.txt (the official") for p in verdict.problems)
+
+
+# --- (e) a round's tolerance -----------------------------------------------------------------------------------------
+def test_a_division_the_rounds_tools_accept_is_a_warning(tmp_path):
+    """MLCommons published a system description with division 'close': the official tools accept it (and read the
+    system as not closed)."""
+    result = review(package(tmp_path, "resnet", resnet_runs(APR_2024), division="close"))
+    verdict = only(result)
+    assert result.passed, verdict.problems
+    assert any("division 'close' is not one of closed, open" in w for w in verdict.warnings)
+
+
+def test_an_untimed_evaluation_of_the_starting_checkpoint_logged_after_init_stop_is_read_and_never_counted(tmp_path):
+    """Published logs defer lines: an evaluation timed during initialization may be logged after init_stop's line.
+    It is untimed and never counted; one timed after init_stop (on the clock's side of initialization) is refused."""
+    runs = resnet_runs(APR_2024)
+    init_stop = next(i for i, r in enumerate(runs[0]) if r["key"] == "init_stop")
+    during = record(runs[0][init_stop]["time_ms"] - 1000, "eval_accuracy", 0.1, epoch_num=0)
+    runs[0].insert(init_stop + 1, during)
+    result = review(package(tmp_path / "untimed", "resnet", runs))
+    assert result.passed, only(result).problems
+    runs[0][init_stop + 1] = {**during, "time_ms": runs[0][init_stop]["time_ms"] + 1}
+    run_start = next(r for r in runs[0] if r["key"] == "run_start")
+    run_start["time_ms"] += 1000  # run_start after init_stop, the evaluation between them
+    verdict = only(review(package(tmp_path / "timed", "resnet", runs)))
+    assert not verdict.passed and any("before run_start" in p for p in verdict.problems)
+
+
+# --- resubmitted logs ----------------------------------------------------------------------------------------------
+def test_a_log_re_published_from_an_earlier_round_is_recognized_and_said_so(tmp_path):
+    """A later round's repository re-publishes logs from an earlier round (a "Results Resubmission"): their run_start
+    dates from the earlier round. Recognized, named in a warning, not an error."""
+    root = tmp_path / "training_results_v2.1"
+    runs = resnet_runs(MAY_2022, submission_status="onprem")
+    result = review(package(root, "resnet", runs))
+    verdict = only(result)
+    assert result.ruleset == "2.1.0" and result.passed, verdict.problems
+    notes = [w for w in verdict.warnings if "Results Resubmission" in w]
+    assert len(notes) == 5 and notes[0].startswith("result_0.txt: its run_start (2022-05-08) dates from the v2.0 round")
+    assert ORG in str(result.package) and SYSTEM == verdict.system
