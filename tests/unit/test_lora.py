@@ -167,3 +167,13 @@ def test_the_evaluation_schedule_and_the_learning_rate_are_the_references():
     assert f(0) == 1.0 and f(512) == pytest.approx(0.5) and f(1024) == pytest.approx(0.0) and f(2000) == 0.0
     warm = lr_policy(dataclasses.replace(REFERENCE_RECIPE, opt_learning_rate_warmup_factor=0.1))  # 103 steps
     assert warm(0) == 0.0 and warm(103) == 1.0 and warm(51) == pytest.approx(51 / 103)
+
+
+def test_the_mini_is_not_implemented_and_says_where_the_benchmark_runs():
+    from trainperf import registry
+    from trainperf.errors import NotAvailableError
+
+    assert registry.benchmark("llama2_70b_lora").available_at("reference")
+    with pytest.raises(NotAvailableError, match="no 'mini' scale yet; it runs at --scale reference"):
+        registry.get_spec("llama2_70b_lora", "mini")
+    assert "llama2_70b_lora" not in registry.available("mini") and "llama2_70b_lora" in registry.available("reference")
