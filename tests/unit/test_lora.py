@@ -177,3 +177,11 @@ def test_the_mini_is_not_implemented_and_says_where_the_benchmark_runs():
     with pytest.raises(NotAvailableError, match="no 'mini' scale yet; it runs at --scale reference"):
         registry.get_spec("llama2_70b_lora", "mini")
     assert "llama2_70b_lora" not in registry.available("mini") and "llama2_70b_lora" in registry.available("reference")
+
+
+def test_a_log_claiming_a_mini_run_of_it_is_told_there_is_none():
+    from trainperf.errors import NotAvailableError
+    from trainperf.rules import compliance
+
+    with pytest.raises(NotAvailableError, match="no mini scale yet in trainperf: it is not a trainperf mini log"):
+        compliance._config_of(None, "mini", "llama2_70b_lora")

@@ -336,6 +336,11 @@ def _config_of(config: Path | None, scale: str, benchmark: str | None) -> Path |
         if not config.is_file():
             raise UsageError(f"rule file {config} does not exist")
     elif scale == "mini" and benchmark in BENCHMARKS:
+        if not registry.benchmark(benchmark).available_at("mini"):
+            raise NotAvailableError(
+                f"the log says it is a mini-scale run of {benchmark!r}, which has no mini scale yet in trainperf: "
+                "it is not a trainperf mini log; check it as a reference log with --scale reference"
+            )
         config = mini_rules.shipped_rule_path(benchmark).resolve()
         if not config.is_file():
             raise NotAvailableError(
@@ -426,7 +431,6 @@ def _finish(
     passed = (rc == 0 or bool(moved) or placeholder) and not problems
     res = result(passed, problems, raw, warnings, confined.note)
     return dataclasses.replace(res, round_only=passed and rc != 0)
-
 
 
 def check_logs_with(
