@@ -80,7 +80,9 @@ def get_spec(key: str, scale: str) -> BenchmarkSpec:
             f"benchmark {key!r} is not available yet in trainperf; available now: {', '.join(available())}"
         )
     if not bench.available_at(scale):
-        raise NotAvailableError(f"benchmark {key!r} has no {scale!r} scale yet")
+        others = [s for s in SCALES if bench.available_at(s)]
+        hint = f"; it runs at {', '.join(f'--scale {s}' for s in others)}" if others else ""
+        raise NotAvailableError(f"benchmark {key!r} has no {scale!r} scale yet{hint}")
     return bench.specs[scale]
 
 

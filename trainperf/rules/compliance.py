@@ -339,6 +339,11 @@ def _config_of(config: Path | None, scale: str, benchmark: str | None) -> Path |
         if not config.is_file():
             raise UsageError(f"rule file {config} does not exist")
     elif scale == "mini" and benchmark in BENCHMARKS:
+        if not registry.benchmark(benchmark).available_at("mini"):
+            raise NotAvailableError(
+                f"the log says it is a mini-scale run of {benchmark!r}, which has no mini scale yet in trainperf: "
+                "it is not a trainperf mini log; check it as a reference log with --scale reference"
+            )
         config = mini_rules.shipped_rule_path(benchmark).resolve()
         if not config.is_file():
             raise NotAvailableError(
@@ -430,7 +435,6 @@ def _finish(
     res = result(passed, problems, raw, warnings, confined.note)
     official_only = not passed and not timing and not crashed
     return dataclasses.replace(res, round_only=passed and rc != 0, official_only=official_only)
-
 
 def check_logs_with(
     paths: list[Path],

@@ -162,7 +162,8 @@ def _explain_end(test: str, lines: list[Line], benchmark: str | None, ruleset: s
     if test == mini_rules.RANGE_CHECK:
         from trainperf import registry
 
-        fraction = benchmark not in registry.BENCHMARKS or registry.get_spec(benchmark, "mini").metric_is_fraction
+        known = benchmark in registry.BENCHMARKS and registry.benchmark(benchmark).available_at("mini")
+        fraction = not known or registry.get_spec(benchmark, "mini").metric_is_fraction
         top, text = (1, "[0, 1]") if fraction else (1e6, "[0, 1e6)")
         bad = [rec.get("value") for _, rec in records(lines, "eval_accuracy")]
         bad = [v for v in bad if not (isinstance(v, dict) or (is_number(v) and 0 <= v <= top))]

@@ -72,6 +72,19 @@ LLAMA31_8B = DecoderArgs(
     max_seq_len=8192,
     rope_scaling=RopeScaling(),
 )
+# Llama 2 70B (Meta's params.json for Llama-2-70b; the llama2_70b_lora reference's checkpoint config): RoPE θ 10,000
+# without Llama 3.1's frequency adjustment, a 32,000-token vocabulary, positions to 8,192 as the reference sets
+# max_position_embeddings (Llama 2 was pretrained at 4,096; the reference extends the table without scaling).
+LLAMA2_70B = DecoderArgs(
+    dim=8192,
+    n_layers=80,
+    n_heads=64,
+    n_kv_heads=8,
+    ffn_dim=28672,
+    vocab_size=32000,
+    max_seq_len=8192,
+    rope_theta=10_000.0,
+)
 
 
 def rope_frequencies(args: DecoderArgs) -> torch.Tensor:
@@ -150,10 +163,19 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
         self.norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
-        angles = torch.outer(torch.arange(args.max_seq_len, dtype=torch.float32), rope_frequencies(args))
-        self.register_buffer("rope_cos", angles.cos(), persistent=False)
-        self.register_buffer("rope_sin", angles.sin(), persistent=False)
+        self.register_buffer("rope_cos", torch.empty(args.max_seq_len, args.head_dim // 2), persistent=False)
+        self.register_buffer("rope_sin", torch.empty(args.max_seq_len, args.head_dim // 2), persistent=False)
+        self.reset_rope()
         self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_rope(self) -> None:
+        """The rotary tables, computed on their buffers' device (again after a model built on the meta device is
+        placed with ``to_empty``)."""
+        positions = torch.arange(self.args.max_seq_len, dtype=torch.float32, device=self.rope_cos.device)
+        angles = torch.outer(positions, rope_frequencies(self.args).to(positions.device))
+        self.rope_cos.copy_(angles.cos())
+        self.rope_sin.copy_(angles.sin())
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
