@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf import rounds
+from trainperf import registry, rounds
 from trainperf.confine import Confinement, confinement, output_so_far, run_confined
 from trainperf.errors import DataError, NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
@@ -435,6 +435,7 @@ def _finish(
     res = result(passed, problems, raw, warnings, confined.note)
     official_only = not passed and not timing and not crashed
     return dataclasses.replace(res, round_only=passed and rc != 0, official_only=official_only)
+
 
 def check_logs_with(
     paths: list[Path],
