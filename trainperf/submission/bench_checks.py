@@ -52,6 +52,8 @@ class _Bench:
     warnings: list[str] = field(default_factory=list)
     rcp: str = "not checked"
     ruleset: str = MLPERF_RULESET
+    energy_joules: float | None = None  # the energy score from the package's power logs (None: none)
+    has_power: bool = False  # whether its power logs were read
 
 
 _PC_RCP_FAILED = "package_checker: RCP Test Failed"

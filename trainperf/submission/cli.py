@@ -146,6 +146,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 def format_review(r: Any) -> list[str]:
     """A :class:`trainperf.submission.review.Review` as plain lines: one verdict per benchmark, with reasons."""
+    from trainperf.submission.power import joules_text
     from trainperf.submission.review import minutes_text
 
     ruleset = getattr(r, "ruleset", MLPERF_RULESET)
@@ -169,6 +170,11 @@ def format_review(r: Any) -> list[str]:
             f"{'PASS' if v.passed else 'FAIL'} {v.benchmark} on {v.system} ({v.scale}, {v.runs} runs): "
             f"trainperf {ours} | result_summarizer {minutes_text(v.summarizer_minutes)}"
         )
+        if getattr(v, "has_power", False):
+            lines.append(
+                f"  energy to train: trainperf {joules_text(v.energy_joules)} | result_summarizer "
+                f"{joules_text(v.summarizer_energy_joules)}"
+            )
         lines += [f"  - {p}" for p in v.problems]
         lines += [f"  warning: {w}" for w in v.warnings]
         lines.append(f"  RCP: {v.rcp}")

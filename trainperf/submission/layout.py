@@ -1,8 +1,10 @@
 """The layout of an untrusted submission package: finding it, and copying what the official tools read.
 
-``copy_package`` copies into a private folder only what the official tools need: ``systems/*.json`` and
-``results/<system>/<benchmark>/result_*.txt``. Every file is read as bytes under a size cap (see
-:mod:`trainperf.limits`: 16 MiB a result file, 1 MiB a system description, 256 MiB in all), refused
+``copy_package`` copies into a private folder only what the official tools need: ``systems/*.json``,
+``results/<system>/<benchmark>/result_*.txt`` and the power logs ``power/result_<i>/{node,sw}_<n>.txt`` beside them
+(:mod:`trainperf.submission.power`: kept out, the whole folder, where the summarizer could not read one). Every file
+is read as bytes under a size cap (see :mod:`trainperf.limits`: 16 MiB a result file or power log, 1 MiB a system
+description, 256 MiB in all), refused
 by its apparent size before a byte is read. Links are never followed: a link where the copy reads
 refuses the package, naming it. Each name on the way must be a plain name (no path separator, ``..``,
 control or pattern character), and each file must pass the gate: a result file whose logged values
@@ -31,6 +33,7 @@ from trainperf.fileio import link_refusal
 from trainperf.registry import BENCHMARKS
 from trainperf.rules import gate, rulesets
 from trainperf.spec import MLPERF_RULESET
+from trainperf.submission import power
 from trainperf.system import DIVISIONS, REQUIRED_FIELDS
 
 RESULT_GLOB = "result_*.txt"  # what the official tools read
@@ -80,6 +83,8 @@ class Layout:
     divisions: dict[str, str] = field(default_factory=dict)  # system -> division of its description
     descriptions: dict[str, dict[str, Any]] = field(default_factory=dict)  # system -> its usable description
     scaling: dict[tuple[str, str], float] = field(default_factory=dict)  # (system, benchmark) -> scaling.json factor
+    # (system, benchmark) -> result name (result_<i>) -> its power logs, copied (power/, see trainperf.submission.power)
+    power_logs: dict[tuple[str, str], dict[str, power.RunPower]] = field(default_factory=dict)
 
     def folder(self, key: tuple[str, str]) -> Path:
         """Where the result files of ``(system, benchmark)`` are in the private copy."""
@@ -357,9 +362,13 @@ def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str
     files: list[str] = []
     dest = layout.folder(key)
     fd = reader.open_folder(benchmark, system_fd, rel)
+    logs: dict[str, dict[str, bytes]] | None = None
     try:
         for name, mode in reader.listing(fd, rel):
             where = f"results/{system}/{benchmark}/{_name(name)}"
+            if name == power.FOLDER and stat.S_ISDIR(mode):
+                logs = _read_power(reader, fd, rel / name, key, layout)
+                continue
             if name == "scaling.json" and stat.S_ISREG(mode):
                 _scaling(reader, fd, rel / name, where, key, layout)
                 continue
@@ -389,5 +398,85 @@ def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str
     finally:
         os.close(fd)
     layout.benchmarks[key] = files
+    if logs is not None:
+        _copy_power(logs, files, key, layout)
     if not files and not layout.refused.get(key):
         layout.problems_of.setdefault(key, []).append(f"results/{system}/{benchmark} holds no result files")
+
+
+def _read_power(
+    reader: _Reader, bench_fd: int, rel: Path, key: tuple[str, str], layout: Layout
+) -> dict[str, dict[str, bytes]]:
+    """The bytes of ``power/<result>/{node,sw}_<n>.txt`` (read as result files are: capped, no link followed); any
+    other entry is left out with a warning."""
+    found: dict[str, dict[str, bytes]] = {}
+    warn = layout.warnings_of.setdefault(key, [])
+    fd = reader.open_folder(rel.name, bench_fd, rel)
+    try:
+        for run, mode in reader.listing(fd, rel):
+            where = f"{rel}/{_name(run)}"
+            if not (stat.S_ISDIR(mode) and power.RESULT_FOLDER.fullmatch(run)):
+                warn.append(f"{where} is not a run's power folder (power/result_<i>/); left out")
+                continue
+            run_fd = reader.open_folder(run, fd, rel / run)
+            try:
+                for name, file_mode in reader.listing(run_fd, rel / run):
+                    if not (stat.S_ISREG(file_mode) and power.FILE_NAME.fullmatch(name)):
+                        warn.append(f"{where}/{_name(name)} is not a power log (node_<n>.txt, sw_<n>.txt); left out")
+                        continue
+                    try:
+                        found.setdefault(run, {})[name] = reader.read(
+                            name, run_fd, limits.MAX_RESULT_BYTES, rel / run / name
+                        )
+                    except ValueError as e:
+                        found.setdefault(run, {})[name] = b""
+                        warn.append(f"{where}/{name}: the file {e}; it is not read")
+            finally:
+                os.close(run_fd)
+    finally:
+        os.close(fd)
+    return found
+
+
+def _copy_power(logs: dict[str, dict[str, bytes]], files: list[str], key: tuple[str, str], layout: Layout) -> None:
+    """Copy the power logs of the result files in the copy where the official tools can read every one of them:
+    each run with node logs node_0 to node_<n-1> (and sw_0 to sw_<m-1>), each readable (:func:`power.parse`);
+    else none, and a warning names what is wrong (the summarizer stops on a run without a node log)."""
+    rel = f"results/{key[0]}/{key[1]}/{power.FOLDER}"
+    if not logs:
+        layout.warnings_of.setdefault(key, []).append(
+            f"{rel} holds no power logs (power/result_<i>/node_<n>.txt); left out: no energy score"
+        )
+        return
+    runs = [name.removesuffix(".txt") for name in files]
+    parsed: dict[str, power.RunPower] = {}
+    why: list[str] = []
+    for run in runs:
+        got = logs.get(run, {})
+        nodes = sorted(n for n in got if n.startswith("node_"))
+        switches = sorted(n for n in got if n.startswith("sw_"))
+        for kind, names in (("node", nodes), ("sw", switches)):
+            if {f"{kind}_{i}.txt" for i in range(len(names))} != set(names):
+                why.append(f"{rel}/{run}: the {kind} logs are not {kind}_0.txt to {kind}_{len(names) - 1}.txt")
+        if not nodes:
+            why.append(f"{rel}/{run}: no node_<n>.txt for {run}.txt; every run of a power submission has one")
+        parsed[run] = power.RunPower()
+        for name in nodes + switches:
+            if not got[name]:
+                why.append(f"{rel}/{run}/{name}: not read (over the size limit)")
+                continue
+            log, problems = power.parse(got[name], name, known=_known())
+            why += [f"{rel}/{run}/{p}" for p in problems]
+            if log is not None:
+                parsed[run].logs.append(log)
+    if why:
+        layout.warnings_of.setdefault(key, []).extend(
+            [*why, f"{rel} is left out of the check: no energy score (the official summarizer cannot read it)"]
+        )
+        return
+    dest = layout.folder(key) / power.FOLDER
+    for run, names in ((r, logs[r]) for r in runs):
+        (dest / run).mkdir(parents=True, exist_ok=True)
+        for name, data in names.items():
+            (dest / run / name).write_bytes(data)
+    layout.power_logs[key] = parsed

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import math
 import re
 import subprocess
 import sys
@@ -301,6 +302,7 @@ class Summary:
     ran: ToolRun
     scores: dict[tuple[str, str], float | None]  # (system folder, benchmark) -> minutes; None: no score
     notices: list[str]  # what it printed about dropped runs and wrong tables, paths inside the package
+    energy: dict[tuple[str, str], float] = field(default_factory=dict)  # (system folder, benchmark) -> joules
 
 
 def run_result_summarizer(
@@ -333,13 +335,32 @@ def run_result_summarizer(
                     except ValueError:
                         scores[(system, bench)] = None
     prefix = str(org_dir) + "/"
+    energy = _energy_scores(table.with_name(table.stem + "_detailed.csv"), benchmarks)
     notices = [
         line.replace(prefix, "").strip()
         for line in ran.out.splitlines()
         if line.startswith(("NOTICE", "CRITICAL ERROR", "** CRITICAL ERROR", "ERROR", "WARNING"))
         or re.search(r" in \S*results/", line)
     ]
-    return Summary(ran=ran, scores=scores, notices=notices)
+    return Summary(ran=ran, scores=scores, notices=notices, energy=energy)
+
+
+def _energy_scores(detailed: Path, benchmarks: list[str]) -> dict[tuple[str, str], float]:
+    """The summarizer's energy scores (its detailed table's ``<benchmark>:Energy``, joules), where it gave one."""
+    energy: dict[tuple[str, str], float] = {}
+    if not detailed.exists():
+        return energy
+    with detailed.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            system = (row.get("details_url") or "").rsplit("/", 1)[-1].removesuffix(".json")
+            for bench in benchmarks:
+                try:
+                    value = float((row.get(f"{bench}:Energy") or "").strip())
+                except ValueError:
+                    continue
+                if math.isfinite(value):
+                    energy[(system, bench)] = value
+    return energy
 
 
 # The plans registered for packages under review (trainperf.submission.tool_plan runs a package's tools in one

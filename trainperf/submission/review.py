@@ -5,13 +5,14 @@ In this order: (a) the official ``package_checker``; (b) the compliance checker 
 distinct across a benchmark's runs, and each log's org, system and values consistent with the package;
 (d) the official ``rcp_checker`` (the official v2.0 RCPs at the reference scale, trainperf's own table
 ``trainperf/rules/rcps/mini/rcps_<benchmark>.json`` at the mini scale); (e) the official
-``result_summarizer``, whose score is shown beside trainperf's olympic score.
+``result_summarizer``, whose score is shown beside trainperf's olympic score; where the package has power logs, the
+energy score beside it, trainperf's and the summarizer's (:mod:`trainperf.submission.power`).
 
 A package is untrusted. Nothing in it is executed or evaluated by trainperf; the official tools (which
 write into the folders they check and into their working folder) run on a private copy with their
 working folder in a temporary directory, so nothing is written inside the package under review. The
-copy (:func:`trainperf.submission.layout.copy_package`) holds only the system descriptions and result
-files, under size caps, read without following any link (a link refuses the package), and only those
+copy (:func:`trainperf.submission.layout.copy_package`) holds only the system descriptions, result files and
+power logs, under size caps, read without following any link (a link refuses the package), and only those
 that pass :mod:`trainperf.rules.gate`: mlperf-logging's v2.0 rule files turn logged values into paths of
 YAML files whose code they execute, so a file with such a value is kept out of the copy and its verdict
 says why. The tools run confined where the machine allows it (:mod:`trainperf.confine`), and the review
@@ -25,6 +26,7 @@ warnings naming the later rule (:mod:`trainperf.submission.round_rules`).
 
 from __future__ import annotations
 
+import math
 import tempfile
 import threading
 from collections.abc import Callable
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.rules import rulesets
-from trainperf.submission import official, round_rules
+from trainperf.submission import official, power, round_rules
 from trainperf.submission.bench_checks import (  # noqa: F401 - names the tests and callers import from here
     _Bench,
     _check_compliance,
@@ -49,6 +51,7 @@ from trainperf.submission.bench_checks import (  # noqa: F401 - names the tests 
     _round_compliance,
     _round_gap,
     _Run,
+    _runs_required,
     compliance_groups,
 )
 from trainperf.submission.layout import Layout, copy_package, find_org_dir
@@ -80,10 +83,9 @@ def review(
     ``ruleset`` (``1.1.0``, ``v1.1``) is the MLPerf Training round whose rules and official tools judge it; by
     default the package's own (:func:`trainperf.rules.rulesets.package_ruleset`: v2.0 for trainperf's packages).
 
-    The official tools run in one process for the package (:mod:`trainperf.submission.tool_plan`); at most ``jobs``
-    tool processes run at once where more are needed (a tool run alone after that process stopped, bert's RCP check
-    again counting train_samples). The findings are gathered in the same order whatever ``jobs`` is.
-    ``progress(done, total)`` is called as the tools finish.
+    The official tools run in one process (:mod:`trainperf.submission.tool_plan`); at most ``jobs`` tool processes run
+    at once where more are needed (a tool run alone after that process stopped, bert's RCP check again counting
+    train_samples); the findings come in the same order whatever ``jobs`` is. ``progress(done, total)``: as tools end.
     """
     org_dir = find_org_dir(Path(package_dir))
     with tempfile.TemporaryDirectory(prefix="trainperf-review-") as tmp, ThreadPoolExecutor(max(1, jobs)) as pool:
@@ -128,6 +130,7 @@ def review(
             _check_compliance(bench, checks[key])  # (b)
             _check_seeds_and_consistency(bench, org_dir.name, layout.divisions.get(key[0]), chosen)  # (c)
             bench.warnings += round_rules.resubmitted(_run_dates(bench), chosen)
+            _check_power(bench, layout.power_logs.get(key), chosen)
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
             else:
@@ -241,6 +244,30 @@ def _take_summary(
         gap = _lacks_round_data(summary.ran, benches, chosen)
         (found.later if gap else found.problems).append(_crash(summary.ran, chosen))
     return summary
+
+
+def _check_power(bench: _Bench, logs: dict[str, power.RunPower] | None, chosen: str) -> None:
+    """The power rules on each run's logs (warnings naming the file and the rule) and the energy score as the
+    official summarizer computes it (:mod:`trainperf.submission.power`), over the runs the time score keeps."""
+    if logs is None:
+        return
+    bench.has_power = True
+    if rulesets.version(chosen) < rulesets.version(power.FIRST_ROUND):
+        bench.warnings.append(
+            f"power logs in a {rulesets.round_name(chosen)} package: power submissions came with "
+            f"{rulesets.round_name(power.FIRST_ROUND)}; the energy score is shown as the summarizer computes it"
+        )
+    runs: list[tuple[float, float | None]] = []
+    for r in bench.runs:
+        start, stop = power.first_ms(r.records, "run_start"), power.first_ms(r.records, "run_stop")
+        logs_of = logs.get(r.name.removesuffix(".txt"))
+        counted = r.compliant and r.logged is not None and r.logged.success and r.logged.minutes is not None
+        if logs_of is not None:
+            bench.warnings += power.rule_findings(logs_of, r.name.removesuffix(".txt"), start, stop)
+        joules = power.run_joules(logs_of, stop - start) if logs_of and start is not None and stop is not None else None
+        runs.append((r.logged.minutes if counted and r.logged and r.logged.minutes is not None else math.inf, joules))
+    _, dropped = _runs_required(bench)
+    bench.energy_joules = power.olympic_joules(runs, dropped)
 
 
 def _run_dates(bench: _Bench) -> list[tuple[str, Any]]:

@@ -13,6 +13,8 @@ from trainperf.scoring import Score, score_results
 from trainperf.spec import MLPERF_RULESET
 from trainperf.submission import official
 from trainperf.submission.bench_checks import _Bench, _runs_required
+from trainperf.submission.power import RULE as POWER_RULE
+from trainperf.submission.power import joules_text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +31,9 @@ class Verdict:
     score: Score | None = None  # trainperf's olympic score
     summarizer_minutes: float | None = None  # the official result_summarizer's score
     scaling: float | None = None  # the review committee's factor (scaling.json); None: none
+    energy_joules: float | None = None  # trainperf's energy score from the power logs (None: none)
+    summarizer_energy_joules: float | None = None  # the official result_summarizer's energy score
+    has_power: bool = False  # whether the benchmark's power logs were read
 
     @property
     def scaled_minutes(self) -> float | None:
@@ -81,6 +86,7 @@ def _verdict(bench: _Bench, summary: official.Summary | None, scaling: float | N
             f"trainperf's score ({minutes_text(a)}) differs from result_summarizer's ({minutes_text(theirs)})"
             + (f": {why}" if why else "")
         )
+    warnings += _energy_differs(bench, summary)
     return Verdict(
         system=bench.system,
         benchmark=bench.benchmark,
@@ -92,7 +98,20 @@ def _verdict(bench: _Bench, summary: official.Summary | None, scaling: float | N
         score=ours,
         summarizer_minutes=theirs,
         scaling=scaling,
+        energy_joules=bench.energy_joules,
+        summarizer_energy_joules=summary.energy.get((bench.system, bench.benchmark)) if summary else None,
+        has_power=bench.has_power,
     )
+
+
+def _energy_differs(bench: _Bench, summary: official.Summary | None) -> list[str]:
+    """A warning where trainperf's energy score and the summarizer's differ (both read the same power logs)."""
+    if summary is None or summary.ran.crashed or not bench.has_power:
+        return []
+    a, b = bench.energy_joules, summary.energy.get((bench.system, bench.benchmark))
+    if (a is None) == (b is None) and (a is None or math.isclose(a, b, rel_tol=1e-9)):
+        return []
+    return [f"trainperf's energy score ({joules_text(a)}) differs from result_summarizer's ({joules_text(b)})"]
 
 
 def _why_scores_differ(bench: _Bench, ours: Score | None, summary: official.Summary) -> str:
@@ -132,12 +151,17 @@ def finding_kind(text: str) -> str:
         ("RCP check", "RCP"),
         ("systems/", "system description"),
         ("trainperf's score", "score differs from the summarizer's"),
+        ("trainperf's energy score", "energy differs from the summarizer's"),
     )
     for prefix, kind in kinds:
         if text.startswith(prefix):
             return kind
     for words, kind in (
         ("refused before the official tools", "gate"),
+        (POWER_RULE, "power rules"),
+        ("official summarizer cannot read it", "power logs left out"),
+        ("is not a power log", "power logs left out"),
+        ("power folder", "power logs left out"),
         ("accepted under olympic scoring", "non-compliant file dropped (olympic scoring)"),
         ("Results Resubmission", "resubmitted log"),
         ("can be ignored for 1.1.0", "weights_initialization (v1.1: a warning)"),
@@ -186,6 +210,9 @@ def review_json(r: Review) -> dict[str, Any]:
                 "scaling_factor": v.scaling,
                 "scaled_minutes": v.scaled_minutes,
                 "summarizer_minutes": v.summarizer_minutes,
+                "power_logs": v.has_power,
+                "energy_joules": v.energy_joules,
+                "summarizer_energy_joules": v.summarizer_energy_joules,
                 "rcp": v.rcp,
                 "errors": findings(v.problems),
                 "warnings": findings(v.warnings),
