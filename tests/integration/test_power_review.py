@@ -13,6 +13,7 @@ from round_logs import APR_2024, package, plain_records, record
 from untrusted import SYSTEM
 
 from trainperf.errors import ResultsError
+from trainperf.report.collect import collect
 from trainperf.submission import power
 from trainperf.submission.cli import format_review
 from trainperf.submission.layout import copy_package
@@ -62,6 +63,16 @@ def test_energy_score_is_given_beside_the_time_score_as_the_summarizer_computes_
     assert f"energy to train: trainperf {power.joules_text(verdict.energy_joules)} | result_summarizer" in text
     entry = json.loads(json.dumps(review_json(result)))["verdicts"][0]
     assert entry["energy_joules"] == pytest.approx(known) and entry["power_logs"] is True
+
+
+def test_report_reads_energy_to_train_from_a_packages_power_logs(tmp_path):
+    """`report`'s "energy to train" of a published package: each run's energy from its power logs, as review's."""
+    recs_of = runs()
+    powered(tmp_path, recs_of)
+    (bench,) = collect([tmp_path / "acme"])[0].benchmarks
+    energies = [expected_joules(r, [1000 + 10 * i, 900], NODE_EFF, SW_WATTS, SW_EFF) for i, r in enumerate(recs_of)]
+    assert [r.energy_joules for r in bench.runs] == pytest.approx(energies, rel=1e-9)
+    assert bench.runs[0].energy_note == "MLPerf power logs (2 node(s), 1 switch(es))"
 
 
 def test_power_logs_that_break_the_rules_are_named_with_their_rule(tmp_path):

@@ -29,6 +29,7 @@ from trainperf.rules import rulesets
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
+from trainperf.submission import power
 from trainperf.text import shell_command
 from trainperf.timeline import first_past_budget, own_progress
 
@@ -414,8 +415,8 @@ def _energy(path: Path, records: list[dict[str, Any]], summary: dict[str, Any] |
         value, note, where = rec.get("value"), meta.get("note"), f"{path} ({ENERGY_KEY})"
     elif summary is not None:
         value, note, where = summary.get("energy_joules"), summary.get("energy_note"), f"summary.json ({path.name})"
-    else:
-        return None, "not measured"
+    else:  # a published package's power logs (results/<system>/<benchmark>/power/<result>/)
+        return power.folder_joules(path, power.first_ms(records, "run_start"), power.first_ms(records, "run_stop"))
     if value is None:
         return None, str(note) if note else "not measured"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:

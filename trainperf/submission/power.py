@@ -30,9 +30,11 @@ import math
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trainperf import limits
+from trainperf.fileio import refuse_link
 from trainperf.results import mllog_lines
 from trainperf.rules import gate
 
@@ -232,3 +234,32 @@ def first_ms(records: Iterable[dict[str, Any]], key: str) -> float | None:
     """The time_ms of the first record of ``key`` (the summarizer's run_start and run_stop), None if not a number."""
     t = next((rec.get("time_ms") for rec in records if rec.get("key") == key), None)
     return float(t) if _number(t) else None
+
+
+def folder_joules(result: Path, start_ms: float | None, stop_ms: float | None) -> tuple[float | None, str]:
+    """The energy of the run in ``result`` (a result file) from the power logs beside it
+    (``power/<result name>/{node,sw}_<n>.txt``), as the summarizer computes it, and how it was found; (None, why)
+    where there are none or they cannot be read (read capped, a link refused)."""
+    folder = result.parent / FOLDER / result.stem
+    if not folder.is_dir() or start_ms is None or stop_ms is None:
+        return None, "not measured"
+    top = result.parents[3] if len(result.parents) > 3 else result.parent
+    refuse_link(folder.parent, top)
+    refuse_link(folder, top)
+    run = RunPower()
+    for path in sorted(folder.iterdir()):
+        if not FILE_NAME.fullmatch(path.name) or not refuse_link(path, top).is_file():
+            continue
+        try:
+            data = limits.read_capped(path, limits.MAX_RESULT_BYTES)
+        except ValueError as e:
+            return None, f"power log {path.name} {e}"
+        log, why = parse(data, path.name)
+        if log is None:
+            return None, f"power log unreadable: {why[0]}"
+        run.logs.append(log)
+    if not run.nodes:
+        return None, f"no node_<n>.txt in {FOLDER}/{result.stem}"
+    return run_joules(
+        run, stop_ms - start_ms
+    ), f"MLPerf power logs ({len(run.nodes)} node(s), {len(run.switches)} switch(es))"
