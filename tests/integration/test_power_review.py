@@ -17,7 +17,7 @@ from trainperf.report.collect import collect
 from trainperf.submission import power
 from trainperf.submission.cli import format_review
 from trainperf.submission.layout import copy_package
-from trainperf.submission.review import review, review_json
+from trainperf.submission.review import _Bench, _check_power, review, review_json
 
 pytest.importorskip("mlperf_logging")
 DAY = 86_400_000
@@ -63,6 +63,7 @@ def test_energy_score_is_given_beside_the_time_score_as_the_summarizer_computes_
     assert f"energy to train: trainperf {power.joules_text(verdict.energy_joules)} | result_summarizer" in text
     entry = json.loads(json.dumps(review_json(result)))["verdicts"][0]
     assert entry["energy_joules"] == pytest.approx(known) and entry["power_logs"] is True
+    assert entry["scaled_energy_joules"] == pytest.approx(known)  # no scaling.json: as published
 
 
 def test_report_reads_energy_to_train_from_a_packages_power_logs(tmp_path):
@@ -78,7 +79,8 @@ def test_report_reads_energy_to_train_from_a_packages_power_logs(tmp_path):
 def test_power_logs_that_break_the_rules_are_named_with_their_rule(tmp_path):
     """Too few readings (and too slow), a measurement that starts after run_start, a conversion efficiency over 1,
     a negative interconnect estimate: each a warning naming the file and the rule; the energy is still the one the
-    installed summarizer computes (run 3's uneven readings among those it counts)."""
+    installed summarizer computes (run 3's uneven readings among those it counts), scaled as published by the review
+    committee's scaling.json."""
     recs_of = runs()
     org = powered(tmp_path, recs_of)
     add_power(org, "resnet", 0, {"node_0.txt": node_log(recs_of[0], 1000, every=5000)})  # 25 readings, 0.2 Hz
@@ -87,7 +89,8 @@ def test_power_logs_that_break_the_rules_are_named_with_their_rule(tmp_path):
     add_power(org, "resnet", 3, {"sw_0.txt": switch_log(recs_of[3], -5.0)})
     uneven = {f"node_{n}.txt": node_log(recs_of[3], 1000 + 50 * n, uneven=True) for n in range(2)}
     add_power(org, "resnet", 3, uneven)  # run 3 is among the runs the olympic mean keeps
-    verdict = only(review(org))
+    (org / "results" / SYSTEM / "resnet" / "scaling.json").write_text('{"scaling_factor": 1.05}')  # the committee's
+    verdict = only(result := review(org))
     assert verdict.passed, verdict.problems
     found = "\n".join(w for w in verdict.warnings if power.RULE in w)
     assert "power/result_0/node_0.txt: 25 power readings, under the 60 a run needs" in found
@@ -100,6 +103,8 @@ def test_power_logs_that_break_the_rules_are_named_with_their_rule(tmp_path):
     assert all(w.startswith("power/result_") for w in found.splitlines())
     assert verdict.summarizer_energy_joules is not None
     assert verdict.energy_joules == pytest.approx(verdict.summarizer_energy_joules, rel=1e-9)
+    assert verdict.scaled_energy_joules == pytest.approx(1.05 * verdict.energy_joules)  # as the summarizer scales it
+    assert "x1.05 (scaling.json) = " in "\n".join(format_review(result))
 
 
 def test_hostile_power_folders_are_kept_from_the_official_tools(tmp_path):
@@ -157,3 +162,12 @@ def test_node_energy_on_uneven_readings_is_the_sum_of_reading_times_interval():
     assert log is not None, why
     measured = 1000.0 * 500 + 3000.0 * 500 + 2000.0 * 1000  # W * ms over the 2000 ms measured
     assert power.node_joules(log, 60_000) == pytest.approx(0.5 * measured / 2000 * 60_000 / 1000)
+
+
+def test_power_logs_of_a_round_before_v4_0_are_named():
+    """Power submissions came with v4.0: power logs in an older round's package are named in a warning."""
+    bench = _Bench(system=SYSTEM, benchmark="resnet")
+    _check_power(bench, {}, "3.1.0")
+    assert bench.has_power and any("power submissions came with v4.0" in w for w in bench.warnings), bench.warnings
+    _check_power(bench := _Bench(system=SYSTEM, benchmark="resnet"), {}, "4.0.0")
+    assert not bench.warnings

@@ -171,9 +171,11 @@ def format_review(r: Any) -> list[str]:
             f"trainperf {ours} | result_summarizer {minutes_text(v.summarizer_minutes)}"
         )
         if getattr(v, "has_power", False):
+            ours = joules_text(v.energy_joules)
+            if v.scaling is not None and v.energy_joules is not None:
+                ours += f", x{v.scaling:g} (scaling.json) = {joules_text(v.scaled_energy_joules)} as published"
             lines.append(
-                f"  energy to train: trainperf {joules_text(v.energy_joules)} | result_summarizer "
-                f"{joules_text(v.summarizer_energy_joules)}"
+                f"  energy to train: trainperf {ours} | result_summarizer {joules_text(v.summarizer_energy_joules)}"
             )
         lines += [f"  - {p}" for p in v.problems]
         lines += [f"  warning: {w}" for w in v.warnings]

@@ -43,6 +43,11 @@ class Verdict:
         return self.score.minutes * (self.scaling or 1.0)
 
     @property
+    def scaled_energy_joules(self) -> float | None:
+        """The energy score as MLCommons publishes it: scaled by scaling.json's factor, as the summarizer scales it."""
+        return None if self.energy_joules is None else self.energy_joules * (self.scaling or 1.0)
+
+    @property
     def passed(self) -> bool:
         return not self.problems
 
@@ -213,6 +218,7 @@ def review_json(r: Review) -> dict[str, Any]:
                 "power_logs": v.has_power,
                 "energy_joules": v.energy_joules,
                 "summarizer_energy_joules": v.summarizer_energy_joules,
+                "scaled_energy_joules": v.scaled_energy_joules,
                 "rcp": v.rcp,
                 "errors": findings(v.problems),
                 "warnings": findings(v.warnings),
