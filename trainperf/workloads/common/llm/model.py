@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from trainperf.workloads.common.llm.moe import MoE, MoEArgs
+
 
 @dataclass(frozen=True, kw_only=True)
 class RopeScaling:
@@ -48,17 +50,22 @@ class DecoderArgs:
     # feed-forward down) drawn with std init_std / sqrt(2 * n_layers).
     scaled_output_init: bool = True
     checkpoint_activations: bool = False  # recompute each block in the backward pass (memory for time)
+    # Each head's width where it is not dim / n_heads (Megatron's kv_channels; GPT-OSS: 64 heads of 64 on 2,880).
+    kv_channels: int | None = None
+    # The blocks' feed-forward as a mixture of experts (common/llm/moe.py); None: the dense SwiGLU.
+    moe: MoEArgs | None = None
 
     def __post_init__(self) -> None:
-        if self.dim % self.n_heads or self.n_heads % self.n_kv_heads or (self.dim // self.n_heads) % 2:
+        split = self.kv_channels is not None or self.dim % self.n_heads == 0
+        if not split or self.n_heads % self.n_kv_heads or self.head_dim % 2:
             raise ValueError(
-                f"decoder: dim {self.dim} must split into {self.n_heads} heads of an even size, and the heads into "
-                f"{self.n_kv_heads} key/value groups"
+                f"decoder: dim {self.dim} must split into {self.n_heads} heads of an even size (or kv_channels give "
+                f"it), and the heads into {self.n_kv_heads} key/value groups"
             )
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.kv_channels if self.kv_channels is not None else self.dim // self.n_heads
 
 
 # Llama 3.1 8B (Meta's params.json for Llama-3.1-8B; the reference's model config, README.md beside the workload).
@@ -85,6 +92,28 @@ LLAMA2_70B = DecoderArgs(
     max_seq_len=8192,
     rope_theta=10_000.0,
 )
+
+# GPT-OSS 20B as the gpt_oss_20b reference trains it (mlcommons/training small_llm_moe_pretraining/primus,
+# conf/gpt_oss_20B-pretrain.yaml): 24 layers of width 2,880, 64 query heads of 64 (GPT-OSS's head width; 2,880 / 64
+# is odd) in 8 key/value groups, RoPE base 150,000 without scaling, 32 SwiGLU experts of 2,880 with top-4 softmax
+# routing over the chosen logits, no balancing loss (moe_router_load_balancing_type none, moe_aux_loss_coeff 0),
+# dropless; norm epsilon 1e-6, initialization std 0.008; the Llama 3.1 tokenizer's 128,256 tokens.
+GPT_OSS_20B = DecoderArgs(
+    dim=2880,
+    n_layers=24,
+    n_heads=64,
+    n_kv_heads=8,
+    kv_channels=64,
+    ffn_dim=2880,
+    vocab_size=128256,
+    max_seq_len=8192,
+    rope_theta=150_000.0,
+    norm_eps=1e-6,
+    init_std=0.008,
+    moe=MoEArgs(n_experts=32, top_k=4, expert_ffn_dim=2880),
+)
+
+RESIDUAL_WRITERS = ("attention.out.weight", "down.weight", "experts.down")  # scaled by scaled_output_init
 
 
 def rope_frequencies(args: DecoderArgs) -> torch.Tensor:
@@ -115,7 +144,7 @@ class Attention(nn.Module):
         super().__init__()
         self.n_heads, self.n_kv, self.head_dim = a.n_heads, a.n_kv_heads, a.head_dim
         self.qkv = nn.Linear(a.dim, (a.n_heads + 2 * a.n_kv_heads) * a.head_dim, bias=False)
-        self.out = nn.Linear(a.dim, a.dim, bias=False)
+        self.out = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -146,7 +175,7 @@ class Block(nn.Module):
         self.attention_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
         self.attention = Attention(a)
         self.ffn_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
-        self.feed_forward = FeedForward(a)
+        self.feed_forward = FeedForward(a) if a.moe is None else MoE(a.dim, a.moe)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -179,14 +208,15 @@ class Decoder(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Normal(0, init_std) for every matrix (the residual writers scaled by 1/sqrt(2 layers)); norms at 1."""
+        """Normal(0, init_std) for every matrix, routers and experts too (the residual writers, experts' down
+        included, scaled by 1/sqrt(2 layers), as Megatron's output_layer_init_method); norms at 1."""
         std = self.args.init_std
         out_std = std / math.sqrt(2 * self.args.n_layers) if self.args.scaled_output_init else std
         for name, p in self.named_parameters():
             if p.ndim == 1:
                 nn.init.ones_(p)
             else:
-                nn.init.normal_(p, 0.0, out_std if name.endswith(("attention.out.weight", "down.weight")) else std)
+                nn.init.normal_(p, 0.0, out_std if name.endswith(RESIDUAL_WRITERS) else std)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         t = tokens.shape[1]
@@ -215,10 +245,12 @@ def reference_tensor_names(model: Decoder) -> list[str]:
         if name.endswith("attention.qkv.weight"):
             base = name.removesuffix("qkv.weight")
             names += [f"{base}{p}.weight" for p in ("wq", "wk", "wv")]
-        elif name.endswith("feed_forward.gate_up.weight"):
+        elif name.endswith(("feed_forward.gate_up.weight", "shared.gate_up.weight")):
             base = name.removesuffix("gate_up.weight")
             names += [f"{base}{p}.weight" for p in ("w1", "w3")]
+        elif name.endswith("experts.gate_up"):  # every expert's, stacked
+            names += [name.replace("gate_up", "w1"), name.replace("gate_up", "w3")]
         else:
-            renamed = name.replace("attention.out.", "attention.wo.")
-            names.append(renamed.replace("feed_forward.down.", "feed_forward.w2."))
+            renamed = name.replace("attention.out.", "attention.wo.").replace("feed_forward.down.", "feed_forward.w2.")
+            names.append(renamed.replace("shared.down.", "shared.w2.").replace("experts.down", "experts.w2"))
     return names
