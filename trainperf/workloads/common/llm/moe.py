@@ -75,6 +75,24 @@ class _AddAuxGradient(torch.autograd.Function):
         return grad, torch.ones_like(aux)
 
 
+class _AllToAll(torch.autograd.Function):
+    """Rows of ``x`` in ``send`` blocks to the ranks, ``recv`` blocks back from them; the gradient the way back."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, recv: list[int], send: list[int], group: dist.ProcessGroup | None):
+        ctx.splits, ctx.group = (recv, send), group
+        out = x.new_empty(sum(recv), *x.shape[1:])
+        dist.all_to_all_single(out, x.contiguous(), recv, send, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        recv, send = ctx.splits
+        out = grad.new_empty(sum(send), *grad.shape[1:])
+        dist.all_to_all_single(out, grad.contiguous(), send, recv, group=ctx.group)
+        return out, None, None, None
+
+
 class Router(nn.Module):
     """Token states (N, dim) -> (weights (N, k), experts (N, k)); the scores in fp32 (moe_router_dtype fp32)."""
 
@@ -155,7 +173,7 @@ class MoE(nn.Module):
         self.experts = Experts(m.n_experts, dim, m.expert_ffn_dim)
         self.shared = SharedExperts(dim, m.n_shared_experts * m.expert_ffn_dim) if m.n_shared_experts else None
         self.register_buffer("tokens_per_expert", torch.zeros(m.n_experts), persistent=False)
-        self.group: dist.ProcessGroup | None = None  # expert parallelism: set by shard_experts
+        self.group: dist.ProcessGroup | None = None  # expert parallelism (None: the default group) over ep_size ranks
         self.ep_size = 1
 
     def shard_experts(self, group: dist.ProcessGroup | None = None) -> None:
@@ -180,7 +198,7 @@ class MoE(nn.Module):
         if self.training:
             self.tokens_per_expert += counts.detach().to(self.tokens_per_expert.dtype)
         routed = flat[order // self.m.top_k]
-        if self.group is None:
+        if self.ep_size == 1:
             routed = self.experts(routed, counts.tolist())
         else:
             routed = self._exchange(routed, counts)
@@ -194,20 +212,18 @@ class MoE(nn.Module):
     def _exchange(self, routed: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """Tokens sorted by expert -> to the ranks that hold their experts (all_to_all), through the experts, and
         back in the same order."""
-        from torch.distributed.nn.functional import all_to_all_single
-
         w, n = self.ep_size, self.m.n_experts // self.ep_size
         received_counts = torch.empty_like(counts)
         dist.all_to_all_single(received_counts, counts, group=self.group)  # (source rank, local expert)
         send = counts.view(w, n).sum(1).tolist()
         recv_matrix = received_counts.view(w, n)
         recv = recv_matrix.sum(1).tolist()
-        got = all_to_all_single(routed.new_empty(sum(recv), routed.shape[1]), routed, recv, send, group=self.group)
+        got = _AllToAll.apply(routed, recv, send, self.group)
         # received in (source rank, expert) order: regroup by expert for the experts, then back
         expert_of = torch.arange(n, device=got.device).repeat(w).repeat_interleave(recv_matrix.flatten())
         perm = expert_of.argsort(stable=True)
         done = torch.empty_like(got).index_copy(0, perm, self.experts(got[perm], recv_matrix.sum(0).tolist()))
-        return all_to_all_single(routed.new_empty(routed.shape), done, send, recv, group=self.group)
+        return _AllToAll.apply(done, send, recv, self.group)
 
 
 @torch.no_grad()
