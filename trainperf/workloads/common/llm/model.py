@@ -54,6 +54,11 @@ class DecoderArgs:
     kv_channels: int | None = None
     # The blocks' feed-forward as a mixture of experts (common/llm/moe.py); None: the dense SwiGLU.
     moe: MoEArgs | None = None
+    # Sliding-window attention: layer i attends to the ``sliding_window`` tokens before each position (and the position
+    # itself) where ``window_layers[i % len(window_layers)]`` is 1, to every earlier token where it is 0 (Megatron's
+    # window_size (w, 0) and window_attn_skip_freq list); () : every layer attends to all earlier tokens.
+    sliding_window: int | None = None
+    window_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         split = self.kv_channels is not None or self.dim % self.n_heads == 0
@@ -66,6 +71,12 @@ class DecoderArgs:
     @property
     def head_dim(self) -> int:
         return self.kv_channels if self.kv_channels is not None else self.dim // self.n_heads
+
+    def window(self, layer: int) -> int | None:
+        """The attention window of block ``layer`` (None: all earlier tokens)."""
+        if self.sliding_window is None or not self.window_layers:
+            return None
+        return self.sliding_window if self.window_layers[layer % len(self.window_layers)] else None
 
 
 # Llama 3.1 8B (Meta's params.json for Llama-3.1-8B; the reference's model config, README.md beside the workload).
@@ -95,9 +106,11 @@ LLAMA2_70B = DecoderArgs(
 
 # GPT-OSS 20B as the gpt_oss_20b reference trains it (mlcommons/training small_llm_moe_pretraining/primus,
 # conf/gpt_oss_20B-pretrain.yaml): 24 layers of width 2,880, 64 query heads of 64 (GPT-OSS's head width; 2,880 / 64
-# is odd) in 8 key/value groups, RoPE base 150,000 without scaling, 32 SwiGLU experts of 2,880 with top-4 softmax
-# routing over the chosen logits, no balancing loss (moe_router_load_balancing_type none, moe_aux_loss_coeff 0),
-# dropless; norm epsilon 1e-6, initialization std 0.008; the Llama 3.1 tokenizer's 128,256 tokens.
+# is odd) in 8 key/value groups, a 128-token sliding window on every other layer (the first, third, ...), RoPE base
+# 150,000 without scaling, 32 SwiGLU experts of 2,880 with top-4 softmax routing over the chosen logits, no balancing
+# loss (moe_router_load_balancing_type none, moe_aux_loss_coeff 0), dropless; norm epsilon 1e-6, initialization std
+# 0.008; the Llama 3.1 tokenizer's 128,256 tokens. Not here: GPT-OSS's attention sinks and biases (README.md of
+# gpt_oss_20b, Conformance).
 GPT_OSS_20B = DecoderArgs(
     dim=2880,
     n_layers=24,
@@ -111,6 +124,8 @@ GPT_OSS_20B = DecoderArgs(
     norm_eps=1e-6,
     init_std=0.008,
     moe=MoEArgs(n_experts=32, top_k=4, expert_ffn_dim=2880),
+    sliding_window=128,  # window_size [128, 0] on the layers window_attn_skip_freq marks 1: the even ones
+    window_layers=(1, 0),
 )
 
 RESIDUAL_WRITERS = ("attention.out.weight", "down.weight", "experts.down")  # scaled by scaled_output_init
@@ -138,11 +153,12 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class Attention(nn.Module):
-    """Causal grouped-query attention: ``n_kv_heads`` key/value heads shared by groups of query heads."""
+    """Causal grouped-query attention: ``n_kv_heads`` key/value heads shared by groups of query heads; with a
+    ``window``, each position sees itself and the ``window`` positions before it only."""
 
-    def __init__(self, a: DecoderArgs) -> None:
+    def __init__(self, a: DecoderArgs, window: int | None = None) -> None:
         super().__init__()
-        self.n_heads, self.n_kv, self.head_dim = a.n_heads, a.n_kv_heads, a.head_dim
+        self.n_heads, self.n_kv, self.head_dim, self.window = a.n_heads, a.n_kv_heads, a.head_dim, window
         self.qkv = nn.Linear(a.dim, (a.n_heads + 2 * a.n_kv_heads) * a.head_dim, bias=False)
         self.out = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=False)
 
@@ -152,7 +168,14 @@ class Attention(nn.Module):
         q = _rotate(q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
         k = _rotate(k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
         v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        gqa = self.n_kv != self.n_heads
+        if self.window is None or self.window >= t - 1:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        else:
+            pos = torch.arange(t, device=x.device)
+            back = pos[:, None] - pos[None, :]  # how far before the query each key is
+            mask = (back >= 0) & (back <= self.window)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         return self.out(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -170,10 +193,10 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, a: DecoderArgs) -> None:
+    def __init__(self, a: DecoderArgs, window: int | None = None) -> None:
         super().__init__()
         self.attention_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
-        self.attention = Attention(a)
+        self.attention = Attention(a, window)
         self.ffn_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
         self.feed_forward = FeedForward(a) if a.moe is None else MoE(a.dim, a.moe)
 
@@ -189,7 +212,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.args = args
         self.embedding = nn.Embedding(args.vocab_size, args.dim)
-        self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
+        self.layers = nn.ModuleList(Block(args, args.window(i)) for i in range(args.n_layers))
         self.norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
         self.register_buffer("rope_cos", torch.empty(args.max_seq_len, args.head_dim // 2), persistent=False)
