@@ -46,6 +46,8 @@ def test_reference_smoke_run_reads_llama31_8bs_files_through_its_loader(tmp_path
     first = first_values(read_mllog(log))
     assert first["trainperf_smoke"] is True and first["train_samples"] > 0 and first["eval_samples"] > 0
     assert 0 < first["eval_accuracy"] < 20  # a real log-perplexity over the fixture's validation sequences
+    balance = first["trainperf_eval_details"]  # the experts' load over the training tokens, beside the metric
+    assert 1.0 <= balance["expert_load_mean_max"] <= balance["expert_load_max"] <= 8 / 4
     assert parse_run(log).status == "aborted"  # never a result
 
 

@@ -3,8 +3,10 @@ the cosine, log-perplexity), with the decoder's mixture-of-experts flavour (fact
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from trainperf.workloads.common.llm.moe import MoE, update_expert_bias
@@ -42,3 +44,24 @@ class GptOssWorkload(LlamaWorkload):
         assert moe is not None
         out.update(trainperf_moe_experts=moe.n_experts, trainperf_moe_top_k=moe.top_k)
         return out
+
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """llama31_8b's log-perplexity, and the expert load of the training tokens since the last evaluation (logged
+        beside it as trainperf_eval_details)."""
+        return {**super().evaluate(model), **self.expert_balance(model)}
+
+    def expert_balance(self, model: torch.nn.Module) -> dict[str, float]:
+        """The most-loaded expert's tokens over the mean expert's (1.0: perfectly balanced; ``n_experts / top_k``:
+        every token to the same k), counted over all ranks since the counts last restarted: the worst layer's and the
+        mean over layers. The counts then restart (a bias-balanced flavour restarts them after every step)."""
+        layers = [m for m in model.modules() if isinstance(m, MoE)]
+        if not layers:
+            return {}
+        counts = np.array(self.dist.all_reduce([c for m in layers for c in m.tokens_per_expert.tolist()]))
+        counts = counts.reshape(len(layers), -1)
+        for m in layers:
+            m.tokens_per_expert.zero_()
+        if counts.sum() == 0:
+            return {}
+        ratio = counts.max(1) / np.maximum(counts.mean(1), 1e-12)
+        return {"expert_load_max": float(ratio.max()), "expert_load_mean_max": float(ratio.mean())}
