@@ -72,6 +72,10 @@ def test_routing_and_gradients_match_a_plain_per_token_loop(kw):
     for a, b in zip(grads, again, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # float32, sums in another order
     assert layer.tokens_per_expert.sum() == 2 * 5 * 2  # every token counted k times: dropless
+    for dtype in (torch.bfloat16, torch.float32):  # mixed precision: the routing stays fp32, the output x's dtype
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = layer(x.detach().to(dtype))
+        assert low.dtype == dtype and (low.float() - theirs).abs().max() < 0.1 * theirs.abs().max()
 
 
 def test_the_auxiliary_loss_trains_the_router_without_entering_the_logged_loss():

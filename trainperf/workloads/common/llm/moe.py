@@ -202,7 +202,8 @@ class MoE(nn.Module):
             routed = self.experts(routed, counts.tolist())
         else:
             routed = self._exchange(routed, counts)
-        out = torch.zeros_like(flat).index_add_(0, order // self.m.top_k, routed * weights.flatten()[order, None])
+        weighted = (routed * weights.flatten()[order, None]).to(flat.dtype)  # the weights are fp32, as the router
+        out = torch.zeros_like(flat).index_add_(0, order // self.m.top_k, weighted)
         if self.shared is not None:
             out = out + self.shared(flat)
         if self.router.aux_loss is not None:
