@@ -3,9 +3,12 @@
 
 Pre-norm blocks: RMSNorm -> grouped-query attention with rotary position embeddings (Llama 3.1's frequency
 adjustment where the flavour has one) -> residual; RMSNorm -> SwiGLU feed-forward -> residual; a final RMSNorm and
-an untied output projection. No biases, no dropout (Llama 3.1's). The query/key/value projections are one matrix
-and the gate/up projections another (one matrix product each instead of three and two: the same function, fewer
-kernels, which is most of a small model's step on a CPU); ``reference_tensor_names`` gives the usual split names.
+an untied output projection. No biases, no dropout (Llama 3.1's). As data on the same blocks: a mixture of experts in
+place of the SwiGLU (``moe``, ``common/llm/moe.py``), heads wider than ``dim / n_heads`` (``kv_channels``) and
+sliding-window attention on chosen layers (``sliding_window``, ``window_layers``); GPT-OSS 20B uses all three.
+The query/key/value projections are one matrix and the gate/up projections another (one matrix product each instead
+of three and two: the same function, fewer kernels, which is most of a small model's step on a CPU);
+``reference_tensor_names`` gives the usual split names.
 """
 
 from __future__ import annotations
