@@ -158,3 +158,22 @@ def test_the_learning_rate_follows_the_reference_schedule():
     assert f(16 + (1_200_000 - 16) // 2) == pytest.approx(0.55, abs=1e-6)
     assert f(1_200_000) == pytest.approx(0.1) and f(2_000_000) == pytest.approx(0.1)
     assert REFERENCE_RECIPE.opt_end_learning_rate == pytest.approx(0.1 * REFERENCE_RECIPE.opt_base_learning_rate)
+
+
+def test_a_sliding_window_layer_sees_the_window_and_no_further():
+    from trainperf.workloads.common.llm.model import Attention
+
+    args = DecoderArgs(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=8, vocab_size=10, max_seq_len=12,
+                       sliding_window=3, window_layers=(1, 0))  # fmt: skip
+    assert [args.window(i) for i in range(4)] == [3, None, 3, None]
+    torch.manual_seed(0)
+    windowed, full = Attention(args, 3), Attention(args)
+    full.load_state_dict(windowed.state_dict())
+    model = Decoder(args)
+    cos, sin = model.rope_cos[:12], model.rope_sin[:12]
+    x = torch.randn(1, 12, 32, requires_grad=True)
+    (g,) = torch.autograd.grad(windowed(x, cos, sin)[0, 9].sum(), [x])
+    seen = g[0].abs().sum(-1) > 0
+    assert seen.tolist() == [False] * 6 + [True] * 4 + [False] * 2  # itself and the 3 before it
+    torch.testing.assert_close(windowed(x, cos, sin)[:, :4], full(x, cos, sin)[:, :4])  # within the window: the same
+    assert model.layers[0].attention.window == 3 and model.layers[1].attention.window is None

@@ -29,15 +29,16 @@ class Files:
     tokenizer: Path
 
 
-def reference_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / "llama31_8b" / "reference"
+def reference_dir(data_dir: Path, key: str = "llama31_8b") -> Path:
+    return Path(data_dir) / key / "reference"
 
 
-def find(data_dir: Path) -> Files:
-    """The reference's files under ``data_dir``, checked to exist in pairs (no token is read)."""
-    root = reference_dir(data_dir)
+def find(data_dir: Path, key: str = "llama31_8b") -> Files:
+    """The reference's files under ``data_dir`` (in ``<key>/reference``: gpt_oss_20b reads the same files), checked
+    to exist in pairs (no token is read)."""
+    root = reference_dir(data_dir, key)
     if not root.is_dir():
-        raise DataError(f"{root}: no llama31_8b reference data; download and place it as the reference does {WHERE}")
+        raise DataError(f"{root}: no {key} reference data; download and place it as the reference does {WHERE}")
     shards = sorted(
         ((int(m[1]), root / p.name.removesuffix(".idx")) for p in root.iterdir() if (m := TRAIN_PATTERN.match(p.name))),
     )

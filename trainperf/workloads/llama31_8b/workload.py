@@ -42,6 +42,11 @@ EVAL_BATCH = 64
 
 class LlamaWorkload(Workload):
     DRY_RUN_LOCAL_BATCH = 1
+    # The sizes a recipe's model_flavour names, and the one too large for a CPU (another benchmark of the family,
+    # gpt_oss_20b, subclasses this workload with its own).
+    FLAVOURS = FLAVOURS
+    FULL_FLAVOUR = "8B"
+    CPU_CHECK_SEQ_LEN = CPU_CHECK_SEQ_LEN
     # Small decoders step 2-4x faster on CPUs with denormal floats flushed to zero, as small BERTs do (DESIGN.md).
     TORCH_STATE = TorchState(flush_denormal=True)
 
@@ -49,14 +54,14 @@ class LlamaWorkload(Workload):
         super().__init__(*args, **kwargs)
         self.flavour = self.recipe.model_flavour
         checking = self.dry_run or self.smoke
-        if checking and self.device.type == "cpu" and self.flavour == "8B":
-            self.flavour = "debug"  # an 8B model does not fit a CPU's memory: the same code at a toy width
+        if checking and self.device.type == "cpu" and self.flavour == self.FULL_FLAVOUR:
+            self.flavour = "debug"  # the full model does not fit a CPU's memory: the same code at a toy width
         self.seq_len = self.recipe.max_sequence_length
         if checking and self.device.type == "cpu":
-            self.seq_len = min(self.seq_len, CPU_CHECK_SEQ_LEN)
+            self.seq_len = min(self.seq_len, self.CPU_CHECK_SEQ_LEN)
         self.args = dataclasses.replace(
-            FLAVOURS[self.flavour],
-            max_seq_len=max(self.seq_len, FLAVOURS[self.flavour].max_seq_len),
+            self.FLAVOURS[self.flavour],
+            max_seq_len=max(self.seq_len, self.FLAVOURS[self.flavour].max_seq_len),
             checkpoint_activations=self.recipe.activation_checkpointing,
         )
         self.train: list[indexed.IndexedDataset] | None = None
@@ -69,6 +74,9 @@ class LlamaWorkload(Workload):
     def mini_files(self) -> bool:
         return MINI_FILES[self.spec.scale]
 
+    def find_reference_files(self) -> reference.Files:
+        return reference.find(self.data_dir)
+
     # --- files ---------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Untimed, as the reference builds its data sets before run_start: the files are found and every index is
@@ -79,7 +87,7 @@ class LlamaWorkload(Workload):
             root = mini.mini_dir(self.data_dir)
             prefixes, validation = [root / mini.TRAIN_PREFIX], root / mini.VALID_PREFIX
         else:
-            self.files = reference.find(self.data_dir)
+            self.files = self.find_reference_files()
             vocab = tokenizer.load(self.files.tokenizer).get_vocab_size()
             if self.flavour == "debug":
                 self.args = dataclasses.replace(self.args, vocab_size=vocab)

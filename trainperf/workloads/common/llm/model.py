@@ -3,9 +3,12 @@
 
 Pre-norm blocks: RMSNorm -> grouped-query attention with rotary position embeddings (Llama 3.1's frequency
 adjustment where the flavour has one) -> residual; RMSNorm -> SwiGLU feed-forward -> residual; a final RMSNorm and
-an untied output projection. No biases, no dropout (Llama 3.1's). The query/key/value projections are one matrix
-and the gate/up projections another (one matrix product each instead of three and two: the same function, fewer
-kernels, which is most of a small model's step on a CPU); ``reference_tensor_names`` gives the usual split names.
+an untied output projection. No biases, no dropout (Llama 3.1's). As data on the same blocks: a mixture of experts in
+place of the SwiGLU (``moe``, ``common/llm/moe.py``), heads wider than ``dim / n_heads`` (``kv_channels``) and
+sliding-window attention on chosen layers (``sliding_window``, ``window_layers``); GPT-OSS 20B uses all three.
+The query/key/value projections are one matrix and the gate/up projections another (one matrix product each instead
+of three and two: the same function, fewer kernels, which is most of a small model's step on a CPU);
+``reference_tensor_names`` gives the usual split names.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+from trainperf.workloads.common.llm.moe import MoE, MoEArgs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,17 +53,33 @@ class DecoderArgs:
     # feed-forward down) drawn with std init_std / sqrt(2 * n_layers).
     scaled_output_init: bool = True
     checkpoint_activations: bool = False  # recompute each block in the backward pass (memory for time)
+    # Each head's width where it is not dim / n_heads (Megatron's kv_channels; GPT-OSS: 64 heads of 64 on 2,880).
+    kv_channels: int | None = None
+    # The blocks' feed-forward as a mixture of experts (common/llm/moe.py); None: the dense SwiGLU.
+    moe: MoEArgs | None = None
+    # Sliding-window attention: layer i attends to the ``sliding_window`` tokens before each position (and the position
+    # itself) where ``window_layers[i % len(window_layers)]`` is 1, to every earlier token where it is 0 (Megatron's
+    # window_size (w, 0) and window_attn_skip_freq list); () : every layer attends to all earlier tokens.
+    sliding_window: int | None = None
+    window_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.dim % self.n_heads or self.n_heads % self.n_kv_heads or (self.dim // self.n_heads) % 2:
+        split = self.kv_channels is not None or self.dim % self.n_heads == 0
+        if not split or self.n_heads % self.n_kv_heads or self.head_dim % 2:
             raise ValueError(
-                f"decoder: dim {self.dim} must split into {self.n_heads} heads of an even size, and the heads into "
-                f"{self.n_kv_heads} key/value groups"
+                f"decoder: dim {self.dim} must split into {self.n_heads} heads of an even size (or kv_channels give "
+                f"it), and the heads into {self.n_kv_heads} key/value groups"
             )
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.kv_channels if self.kv_channels is not None else self.dim // self.n_heads
+
+    def window(self, layer: int) -> int | None:
+        """The attention window of block ``layer`` (None: all earlier tokens)."""
+        if self.sliding_window is None or not self.window_layers:
+            return None
+        return self.sliding_window if self.window_layers[layer % len(self.window_layers)] else None
 
 
 # Llama 3.1 8B (Meta's params.json for Llama-3.1-8B; the reference's model config, README.md beside the workload).
@@ -86,6 +107,32 @@ LLAMA2_70B = DecoderArgs(
     rope_theta=10_000.0,
 )
 
+# GPT-OSS 20B as the gpt_oss_20b reference trains it (mlcommons/training small_llm_moe_pretraining/primus,
+# conf/gpt_oss_20B-pretrain.yaml): 24 layers of width 2,880, 64 query heads of 64 (GPT-OSS's head width; 2,880 / 64
+# is odd) in 8 key/value groups, a 128-token sliding window on every other layer (the first, third, ...), RoPE base
+# 150,000 without scaling, 32 SwiGLU experts of 2,880 with top-4 softmax routing over the chosen logits, no balancing
+# loss (moe_router_load_balancing_type none, moe_aux_loss_coeff 0), dropless; norm epsilon 1e-6, initialization std
+# 0.008; the Llama 3.1 tokenizer's 128,256 tokens. Not here: GPT-OSS's attention sinks and biases (README.md of
+# gpt_oss_20b, Conformance).
+GPT_OSS_20B = DecoderArgs(
+    dim=2880,
+    n_layers=24,
+    n_heads=64,
+    n_kv_heads=8,
+    kv_channels=64,
+    ffn_dim=2880,
+    vocab_size=128256,
+    max_seq_len=8192,
+    rope_theta=150_000.0,
+    norm_eps=1e-6,
+    init_std=0.008,
+    moe=MoEArgs(n_experts=32, top_k=4, expert_ffn_dim=2880),
+    sliding_window=128,  # window_size [128, 0] on the layers window_attn_skip_freq marks 1: the even ones
+    window_layers=(1, 0),
+)
+
+RESIDUAL_WRITERS = ("attention.out.weight", "down.weight", "experts.down")  # scaled by scaled_output_init
+
 
 def rope_frequencies(args: DecoderArgs) -> torch.Tensor:
     """The rotary angular frequencies of one head (``head_dim / 2`` of them), Llama 3.1's adjustment applied."""
@@ -109,13 +156,14 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class Attention(nn.Module):
-    """Causal grouped-query attention: ``n_kv_heads`` key/value heads shared by groups of query heads."""
+    """Causal grouped-query attention: ``n_kv_heads`` key/value heads shared by groups of query heads; with a
+    ``window``, each position sees itself and the ``window`` positions before it only."""
 
-    def __init__(self, a: DecoderArgs) -> None:
+    def __init__(self, a: DecoderArgs, window: int | None = None) -> None:
         super().__init__()
-        self.n_heads, self.n_kv, self.head_dim = a.n_heads, a.n_kv_heads, a.head_dim
+        self.n_heads, self.n_kv, self.head_dim, self.window = a.n_heads, a.n_kv_heads, a.head_dim, window
         self.qkv = nn.Linear(a.dim, (a.n_heads + 2 * a.n_kv_heads) * a.head_dim, bias=False)
-        self.out = nn.Linear(a.dim, a.dim, bias=False)
+        self.out = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -123,7 +171,14 @@ class Attention(nn.Module):
         q = _rotate(q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
         k = _rotate(k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
         v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        gqa = self.n_kv != self.n_heads
+        if self.window is None or self.window >= t - 1:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        else:
+            pos = torch.arange(t, device=x.device)
+            back = pos[:, None] - pos[None, :]  # how far before the query each key is
+            mask = (back >= 0) & (back <= self.window)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         return self.out(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -141,12 +196,12 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, a: DecoderArgs) -> None:
+    def __init__(self, a: DecoderArgs, window: int | None = None) -> None:
         super().__init__()
         self.attention_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
-        self.attention = Attention(a)
+        self.attention = Attention(a, window)
         self.ffn_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
-        self.feed_forward = FeedForward(a)
+        self.feed_forward = FeedForward(a) if a.moe is None else MoE(a.dim, a.moe)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -160,7 +215,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.args = args
         self.embedding = nn.Embedding(args.vocab_size, args.dim)
-        self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
+        self.layers = nn.ModuleList(Block(args, args.window(i)) for i in range(args.n_layers))
         self.norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
         self.register_buffer("rope_cos", torch.empty(args.max_seq_len, args.head_dim // 2), persistent=False)
@@ -179,14 +234,15 @@ class Decoder(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Normal(0, init_std) for every matrix (the residual writers scaled by 1/sqrt(2 layers)); norms at 1."""
+        """Normal(0, init_std) for every matrix, routers and experts too (the residual writers, experts' down
+        included, scaled by 1/sqrt(2 layers), as Megatron's output_layer_init_method); norms at 1."""
         std = self.args.init_std
         out_std = std / math.sqrt(2 * self.args.n_layers) if self.args.scaled_output_init else std
         for name, p in self.named_parameters():
             if p.ndim == 1:
                 nn.init.ones_(p)
             else:
-                nn.init.normal_(p, 0.0, out_std if name.endswith(("attention.out.weight", "down.weight")) else std)
+                nn.init.normal_(p, 0.0, out_std if name.endswith(RESIDUAL_WRITERS) else std)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         t = tokens.shape[1]
@@ -215,10 +271,12 @@ def reference_tensor_names(model: Decoder) -> list[str]:
         if name.endswith("attention.qkv.weight"):
             base = name.removesuffix("qkv.weight")
             names += [f"{base}{p}.weight" for p in ("wq", "wk", "wv")]
-        elif name.endswith("feed_forward.gate_up.weight"):
+        elif name.endswith(("feed_forward.gate_up.weight", "shared.gate_up.weight")):
             base = name.removesuffix("gate_up.weight")
             names += [f"{base}{p}.weight" for p in ("w1", "w3")]
+        elif name.endswith("experts.gate_up"):  # every expert's, stacked
+            names += [name.replace("gate_up", "w1"), name.replace("gate_up", "w3")]
         else:
-            renamed = name.replace("attention.out.", "attention.wo.")
-            names.append(renamed.replace("feed_forward.down.", "feed_forward.w2."))
+            renamed = name.replace("attention.out.", "attention.wo.").replace("feed_forward.down.", "feed_forward.w2.")
+            names.append(renamed.replace("shared.down.", "shared.w2.").replace("experts.down", "experts.w2"))
     return names

@@ -1,0 +1,251 @@
+"""The mixture-of-experts feed-forward layer every MoE benchmark configures (torchtitan's one ``moe.py``): a router
+picks ``top_k`` of ``n_experts`` SwiGLU experts for each token, the chosen experts' outputs are summed with the
+router's weights, and optional shared experts see every token. Written once; GPT-OSS and DeepSeek-V3 differ only in
+their :class:`MoEArgs`.
+
+Routing follows Megatron-Core's ``TopKRouter`` (``moe/router.py``, ``moe/moe_utils.py``), which both references run:
+- ``softmax`` scores: top-k of the logits, then a softmax over the k chosen (``pre_softmax=False``, GPT-OSS), or a
+  softmax over all experts, then their top-k (``pre_softmax=True``);
+- ``sigmoid`` scores (DeepSeek-V3): the k highest sigmoids, divided by their sum;
+- both then multiplied by ``top_k_scaling`` (DeepSeek-V3: 2.5).
+Balancing: the Switch/GShard auxiliary loss ``coeff * E * sum_e f_e * P_e`` (over the batch, or per sequence and
+averaged as Megatron's ``seq_aux_loss``), added to the gradient only (the logged loss stays the language-model loss,
+as Megatron's ``MoEAuxLossAutoScaler`` does); or DeepSeek-V3's auxiliary-loss-free balancing, a per-expert bias
+added to the scores for the choice only and moved by ``expert_bias_update_rate`` after each step
+(:func:`update_expert_bias`). Dropless: every token reaches its k experts (no capacity, as both references run).
+Expert parallelism: :meth:`MoE.shard_experts` keeps a rank's experts; tokens travel to them and back through
+``all_to_all``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+SCORE_FUNCTIONS = ("softmax", "sigmoid")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoEArgs:
+    n_experts: int
+    top_k: int
+    expert_ffn_dim: int  # each expert's SwiGLU hidden width (Megatron's moe_ffn_hidden_size)
+    n_shared_experts: int = 0  # experts every token passes through, unweighted (DeepSeek-V3: 1)
+    score_function: str = "softmax"
+    pre_softmax: bool = False  # softmax scores: over all experts before the top-k, or over the k chosen logits
+    top_k_scaling: float = 1.0  # the routed weights multiplied by this (Megatron's moe_router_topk_scaling_factor)
+    aux_loss_coeff: float = 0.0  # 0: no auxiliary loss
+    aux_loss_per_sequence: bool = False  # Megatron's seq_aux_loss (each sequence balanced, then averaged)
+    expert_bias_update_rate: float = 0.0  # > 0: DeepSeek-V3's bias-based balancing
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.top_k <= self.n_experts or self.score_function not in SCORE_FUNCTIONS:
+            raise ValueError(
+                f"moe: top_k {self.top_k} must lie in 1..n_experts ({self.n_experts}) and the score function be one "
+                f"of {SCORE_FUNCTIONS}, not {self.score_function!r}"
+            )
+
+
+def switch_aux_loss(scores: torch.Tensor, chosen: torch.Tensor, top_k: int) -> torch.Tensor:
+    """``E * sum_e f_e * P_e`` over tokens (..., T, E): f the fraction of the T*k choices that went to expert e, P
+    the mean score of e (scores normalized over all experts); 1 when perfectly balanced; the mean over leading
+    dimensions (sequences)."""
+    n_experts, n_tokens = scores.shape[-1], scores.shape[-2]
+    counts = F.one_hot(chosen, n_experts).sum(-2).sum(-2).to(scores.dtype)  # (..., E) choices per expert
+    f = counts / (n_tokens * top_k)
+    return (n_experts * (f * scores.mean(-2)).sum(-1)).mean()
+
+
+class _AddAuxGradient(torch.autograd.Function):
+    """Returns ``x`` unchanged; its backward also sends a gradient of 1 into ``aux`` (Megatron's
+    ``MoEAuxLossAutoScaler``): the auxiliary loss is trained without entering the loss the harness logs."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(aux)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        (aux,) = ctx.saved_tensors
+        return grad, torch.ones_like(aux)
+
+
+class _AllToAll(torch.autograd.Function):
+    """Rows of ``x`` in ``send`` blocks to the ranks, ``recv`` blocks back from them; the gradient the way back."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, recv: list[int], send: list[int], group: dist.ProcessGroup | None):
+        ctx.splits, ctx.group = (recv, send), group
+        out = x.new_empty(sum(recv), *x.shape[1:])
+        dist.all_to_all_single(out, x.contiguous(), recv, send, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        recv, send = ctx.splits
+        out = grad.new_empty(sum(send), *grad.shape[1:])
+        dist.all_to_all_single(out, grad.contiguous(), send, recv, group=ctx.group)
+        return out, None, None, None
+
+
+class Router(nn.Module):
+    """Token states (N, dim) -> (weights (N, k), experts (N, k)); the scores in fp32 (moe_router_dtype fp32)."""
+
+    def __init__(self, dim: int, m: MoEArgs) -> None:
+        super().__init__()
+        self.m = m
+        self.weight = nn.Parameter(torch.empty(m.n_experts, dim))
+        if m.expert_bias_update_rate > 0:
+            self.register_buffer("expert_bias", torch.zeros(m.n_experts))
+        else:
+            self.expert_bias = None
+        self.aux_loss: torch.Tensor | None = None  # the last forward's (unweighted) auxiliary loss
+
+    def forward(self, x: torch.Tensor, n_seqs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        m = self.m
+        with torch.autocast(x.device.type, enabled=False):
+            logits = F.linear(x.float(), self.weight.float())
+        if m.score_function == "softmax":
+            scores = torch.softmax(logits, -1)
+            choose_from = scores if m.pre_softmax else logits
+        else:
+            scores = torch.sigmoid(logits)
+            choose_from = scores
+        if self.expert_bias is not None:
+            choose_from = choose_from + self.expert_bias  # the choice only: the weights stay the scores
+        experts = choose_from.topk(m.top_k, -1).indices
+        if m.score_function == "softmax" and not m.pre_softmax:
+            weights = torch.softmax(logits.gather(-1, experts), -1)
+        else:
+            weights = scores.gather(-1, experts)
+            if m.score_function == "sigmoid" and m.top_k > 1:
+                weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+        self.aux_loss = None
+        if m.aux_loss_coeff > 0 and self.training:
+            normed = scores if m.score_function == "softmax" else scores / (scores.sum(-1, keepdim=True) + 1e-20)
+            shape = (n_seqs, -1) if m.aux_loss_per_sequence else (1, -1)
+            self.aux_loss = switch_aux_loss(normed.view(*shape, m.n_experts), experts.view(*shape, m.top_k), m.top_k)
+        return weights * m.top_k_scaling, experts
+
+
+class Experts(nn.Module):
+    """``n`` SwiGLU experts as stacked matrices: tokens (sorted by expert) and their counts -> outputs."""
+
+    def __init__(self, n: int, dim: int, ffn_dim: int) -> None:
+        super().__init__()
+        self.gate_up = nn.Parameter(torch.empty(n, dim, 2 * ffn_dim))
+        self.down = nn.Parameter(torch.empty(n, ffn_dim, dim))
+
+    def forward(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        outs = []
+        for e, part in enumerate(x.split(counts)):
+            if part.shape[0]:
+                gate, up = (part @ self.gate_up[e]).chunk(2, dim=-1)
+                outs.append((F.silu(gate) * up) @ self.down[e])
+        return torch.cat(outs) if outs else x.new_zeros(0, self.down.shape[-1]) + 0 * self.down.sum()
+
+
+class SharedExperts(nn.Module):
+    """The shared experts, one SwiGLU of ``n * expert_ffn_dim`` that every token passes through."""
+
+    def __init__(self, dim: int, ffn_dim: int) -> None:
+        super().__init__()
+        self.gate_up = nn.Linear(dim, 2 * ffn_dim, bias=False)
+        self.down = nn.Linear(ffn_dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+class MoE(nn.Module):
+    """The block's feed-forward, mixture-of-experts: (batch, sequence, dim) -> the same shape."""
+
+    def __init__(self, dim: int, m: MoEArgs) -> None:
+        super().__init__()
+        self.m = m
+        self.router = Router(dim, m)
+        self.experts = Experts(m.n_experts, dim, m.expert_ffn_dim)
+        self.shared = SharedExperts(dim, m.n_shared_experts * m.expert_ffn_dim) if m.n_shared_experts else None
+        self.register_buffer("tokens_per_expert", torch.zeros(m.n_experts), persistent=False)
+        self.group: dist.ProcessGroup | None = None  # expert parallelism (None: the default group) over ep_size ranks
+        self.ep_size = 1
+
+    def shard_experts(self, group: dist.ProcessGroup | None = None) -> None:
+        """Expert parallelism: keep this rank's ``n_experts / world`` experts (rank r holds experts r*n .. r*n+n-1,
+        sliced from the full tensors, so that every rank's initialization agrees with one process's)."""
+        size, rank = dist.get_world_size(group), dist.get_rank(group)
+        if self.m.n_experts % size:
+            raise ValueError(f"moe: {self.m.n_experts} experts do not split over {size} ranks")
+        n = self.m.n_experts // size
+        for name in ("gate_up", "down"):
+            full = getattr(self.experts, name)
+            setattr(self.experts, name, nn.Parameter(full.detach()[rank * n : (rank + 1) * n].clone()))
+        self.group, self.ep_size = group, size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        flat = x.reshape(-1, d)
+        weights, experts = self.router(flat, b)
+        chosen = experts.flatten()
+        order = chosen.argsort(stable=True)
+        counts = torch.bincount(chosen, minlength=self.m.n_experts)
+        if self.training:
+            self.tokens_per_expert += counts.detach().to(self.tokens_per_expert.dtype)
+        routed = flat[order // self.m.top_k]
+        if self.ep_size == 1:
+            routed = self.experts(routed, counts.tolist())
+        else:
+            routed = self._exchange(routed, counts)
+        weighted = (routed * weights.flatten()[order, None]).to(flat.dtype)  # the weights are fp32, as the router
+        out = torch.zeros_like(flat).index_add_(0, order // self.m.top_k, weighted)
+        if self.shared is not None:
+            out = out + self.shared(flat)
+        if self.router.aux_loss is not None:
+            out = _AddAuxGradient.apply(out, self.m.aux_loss_coeff * self.router.aux_loss)
+        return out.view(b, t, d)
+
+    def _exchange(self, routed: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """Tokens sorted by expert -> to the ranks that hold their experts (all_to_all), through the experts, and
+        back in the same order."""
+        w, n = self.ep_size, self.m.n_experts // self.ep_size
+        received_counts = torch.empty_like(counts)
+        dist.all_to_all_single(received_counts, counts, group=self.group)  # (source rank, local expert)
+        send = counts.view(w, n).sum(1).tolist()
+        recv_matrix = received_counts.view(w, n)
+        recv = recv_matrix.sum(1).tolist()
+        got = _AllToAll.apply(routed, recv, send, self.group)
+        # received in (source rank, expert) order: regroup by expert for the experts, then back
+        expert_of = torch.arange(n, device=got.device).repeat(w).repeat_interleave(recv_matrix.flatten())
+        perm = expert_of.argsort(stable=True)
+        done = torch.empty_like(got).index_copy(0, perm, self.experts(got[perm], recv_matrix.sum(0).tolist()))
+        return _AllToAll.apply(done, send, recv, self.group)
+
+
+@torch.no_grad()
+def update_expert_bias(model: nn.Module) -> None:
+    """DeepSeek-V3's auxiliary-loss-free balancing, after an optimizer step: each bias-balanced MoE layer's bias
+    moves by ``expert_bias_update_rate`` toward the experts that got fewer than the mean of the tokens counted since
+    the last update (summed over data-parallel ranks), away from those that got more; the counts restart."""
+    for layer in model.modules():
+        if isinstance(layer, MoE):
+            counts = layer.tokens_per_expert
+            if layer.router.expert_bias is not None:
+                if dist.is_available() and dist.is_initialized():
+                    dist.all_reduce(counts)
+                layer.router.expert_bias += layer.m.expert_bias_update_rate * torch.sign(counts.mean() - counts)
+            counts.zero_()
+
+
+def expert_load(model: nn.Module) -> list[list[float]]:
+    """Each MoE layer's share of the tokens counted per expert since the counts last restarted."""
+    return [
+        (layer.tokens_per_expert / layer.tokens_per_expert.sum().clamp(min=1)).tolist()
+        for layer in model.modules()
+        if isinstance(layer, MoE)
+    ]

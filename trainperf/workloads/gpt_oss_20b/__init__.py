@@ -1,0 +1,85 @@
+"""gpt_oss_20b: mixture-of-experts LLM pretraining (MLPerf Training 6.1: GPT-OSS 20B from scratch on C4).
+
+reference: GPT-OSS 20B as mlcommons/training ``small_llm_moe_pretraining/primus`` trains it (24 layers, 32 experts,
+top-4), on llama31_8b's C4 indexed files and Llama 3.1 tokenizer, sequences of 8,192 tokens, AdamW with the closed
+keys of training_6.1.0/closed_gpt_oss_20b.yaml, validation log-perplexity <= 3.34 on the first 1,024 validation
+sequences, evaluated every 12,288 sequences. No mini scale yet. Pure data: no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from trainperf.contract.closed_rules import Tunable
+from trainperf.spec import SAMPLES, Benchmark, BenchmarkSpec
+from trainperf.workloads.llama31_8b import HPARAM_KEYS, LlamaRecipe
+
+# training_6.1.0/closed_gpt_oss_20b.yaml requires exactly the keys closed_llama31_8b.yaml does (the same AdamW, clip,
+# cosine, 8,192 tokens, max_steps 1,200,000 and decay steps 1,200,000 - warm-up), so the list is llama31_8b's.
+
+
+@dataclass(frozen=True, kw_only=True)
+class GptOssRecipe(LlamaRecipe):
+    """llama31_8b's recipe (AdamW, linear warm-up then cosine to 0.1x over ``max_steps - warmup``, clip 1.0) with
+    GPT-OSS's flavours: "20B" (the reference's) or "debug" (a toy width for a CPU smoke run)."""
+
+    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("20B", "debug")}
+
+
+# The reference's closed recipe: batch 16, LR 4e-4, 128 warm-up steps, max_steps 1,200,000 (conf/gpt_oss_20B-
+# pretrain.yaml and config_MI355X_1x8x1.sh; rcps_gpt_oss_20b.json gpt_oss_20b_ref_16: 4e-4, 2,048 warm-up samples).
+REFERENCE_RECIPE = GptOssRecipe(
+    global_batch_size=16,
+    max_sequence_length=8192,
+    opt_base_learning_rate=4e-4,
+    opt_learning_rate_warmup_steps=128,
+    max_steps=1_200_000,
+    model_flavour="20B",
+)
+
+REFERENCE = BenchmarkSpec(
+    key="gpt_oss_20b",
+    scale="reference",
+    model="GPT-OSS 20B (24 layers, dimension 2,880, 64 heads of 64, 8 key/value heads, 32 SwiGLU experts of 2,880, "
+    "top-4; 20.49 B parameters, 3.77 B active per token)",
+    dataset="C4 en 3.0.1 in Megatron indexed files, Llama 3.1 tokenizer (llama31_8b's files; first 1,024 validation "
+    "sequences)",
+    metric="log_perplexity",
+    target=3.34,  # training_6.1.0/closed_gpt_oss_20b.yaml: eval_accuracy <= 3.34
+    higher_is_better=False,
+    metric_is_fraction=False,
+    runs_required=10,  # mlperf-logging benchmark_meta.py: gpt_oss_20b 10 result files
+    runs_dropped=1,
+    unit=SAMPLES,
+    eval_interval=12_288.0,  # the reference: evaluation every 12,288 samples (README.md, config_*.sh)
+    max_progress=lambda r: float(r.max_steps * r.global_batch_size),  # max_steps, as the reference stops
+    max_minutes=24 * 60.0,
+    hparam_keys=HPARAM_KEYS,
+    target_source="MLPerf Training 6.1 rules (training_6.1.0/closed_gpt_oss_20b.yaml)",
+    eval_samples=1024,  # closed_gpt_oss_20b.yaml: eval_samples == 1024
+    allreduced_parameters=20_488_415_040,  # every parameter (no expert parallelism in trainperf's workload yet)
+)
+
+BENCHMARK = Benchmark(
+    key="gpt_oss_20b",
+    title="mixture-of-experts LLM pretraining",
+    specs={"reference": REFERENCE},
+    recipes={"reference": REFERENCE_RECIPE},
+    # Closed division, MLPerf 6.1 (closed_gpt_oss_20b.yaml fixes AdamW 0.9/0.95/1e-5, weight decay 0.1, clip 1.0,
+    # 8,192 tokens, max_steps 1,200,000 and the cosine): the batch, the learning rate and its warm-up may change
+    # (the RCPs' batches 16, 32, 64 do), gradient accumulation and activation checkpointing are free.
+    closed_rules={
+        "reference": {
+            "global_batch_size": Tunable(),
+            "opt_base_learning_rate": Tunable(),
+            "opt_learning_rate_warmup_steps": Tunable(),
+            "gradient_accumulation_steps": Tunable(),
+            "activation_checkpointing": Tunable(),
+        }
+    },
+    workload="trainperf.workloads.gpt_oss_20b.workload:GptOssWorkload",
+    smoke_fixture="trainperf.workloads.llama31_8b.reference:write_smoke_fixture",  # the same C4-layout fixture
+    not_scalable="the scaling model is fitted on the v2.0 round's RCPs; the current round's are not in it yet",
+    published_batch_per_accelerator=2,  # the reference's micro-batch (PRIMUS_MICRO_BATCH_SIZE=2)
+)
