@@ -130,6 +130,8 @@ def finding_kind(text: str) -> str:
         ("package_checker:", "package_checker"),
         ("result_summarizer:", "result_summarizer"),
         ("RCP check", "RCP"),
+        ("distinct-runs rule", "runs not distinct"),
+        ("runs overlap in time", "runs overlapping in time"),
         ("systems/", "system description"),
         ("trainperf's score", "score differs from the summarizer's"),
     )
@@ -140,6 +142,7 @@ def finding_kind(text: str) -> str:
         ("refused before the official tools", "gate"),
         ("accepted under olympic scoring", "non-compliant file dropped (olympic scoring)"),
         ("Results Resubmission", "resubmitted log"),
+        ("are the same bytes under", "same files under two systems"),
         ("can be ignored for 1.1.0", "weights_initialization (v1.1: a warning)"),
         ("logs no seed", "seeds"),
         ("seeds", "seeds"),
