@@ -2,7 +2,8 @@
 
 One log copied under several result files (its seed changed, or not) would be scored as several runs. Within one
 (system, benchmark) result set, runs whose training timeline or evaluation curve is the same to the millisecond are
-one run, whatever their seeds say: ``review`` refuses the result set. Two findings of ``review`` are warnings:
+one run, whatever their seeds say: ``review`` refuses the result set, and ``report`` and ``compare`` count each copy
+after the first as a failed run. Two findings of ``review`` are warnings:
 
 - runs that overlap in time on one system: MLCommons accepted such runs (in the published v2.0 round, 18 of the 262
   result sets, NVIDIA's, Dell's, Azure's and Google's among them, hold runs whose run_start..run_stop overlap: one
@@ -78,6 +79,19 @@ def same_runs(runs: Sequence[tuple[str, Sequence[Fingerprint]]]) -> list[tuple[s
             named.add(tuple(names))
             groups.append((what, tuple(names), value))
     return groups
+
+
+def copies(runs: Sequence[tuple[str, Sequence[Fingerprint]]]) -> dict[str, str]:
+    """Each run that is a copy of an earlier one in ``runs``: its name -> the first run's name."""
+    found: dict[str, str] = {}
+    for _, names, _ in same_runs(runs):
+        found.update({name: found.get(names[0], names[0]) for name in names[1:] if name not in found})
+    return found
+
+
+def copy_note(original: str) -> str:
+    """What ``report`` says of a run it counts as failed because it copies ``original``."""
+    return f"the same run as {original} to the millisecond ({RULE}: a copy, whatever its seed says); counted as failed"
 
 
 def same_run_problems(runs: Sequence[tuple[str, Sequence[Line]]]) -> list[str]:

@@ -1,5 +1,6 @@
 """`trainperf review` scores distinct runs only: one run copied under several result files is refused whatever its
-seeds say; runs overlapping in time and identical files under two systems are warnings, as MLCommons accepted them."""
+seeds say; runs overlapping in time and identical files under two systems are warnings, as MLCommons accepted them.
+`trainperf report` (and `compare`, which reads runs the same way) counts each copy as a failed run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from untrusted import MLLOG, SYSTEM, make_package, system_description
 
 from trainperf import distinct
+from trainperf.report.collect import collect
 from trainperf.submission.review import review
 
 pytest.importorskip("mlperf_logging")
@@ -79,3 +81,12 @@ def test_identical_files_under_two_systems_are_a_warning_naming_both(tmp_path):
     (warning,) = [w for w in result.warnings if "same bytes" in w]
     assert "results/box/resnet/result_0.txt and results/box2/resnet/result_0.txt" in warning
 
+
+def test_report_counts_each_copy_as_a_failed_run(tmp_path):
+    honest = collect([make_package(tmp_path / "honest")])[0].benchmarks[0]
+    assert honest.score.valid and not honest.run_notes
+    (bench,) = collect([copied(tmp_path / "copied")])[0].benchmarks
+    assert [r.success for r in bench.runs] == [True, False, False, False, False]
+    assert bench.score.minutes is None and bench.score.successes == 1
+    assert bench.run_notes[0].startswith("result_1.txt of resnet: the same run as result_0.txt to the millisecond")
+    assert all("counted as failed" in n for n in bench.run_notes)

@@ -25,6 +25,8 @@ def test_a_copy_moved_in_time_is_the_same_run_and_another_run_is_not():
     runs = [("result_0.txt", run(T0)), ("result_1.txt", run(T0 + 10**7)), ("result_2.txt", run(T0, step=101))]
     (problem,) = distinct.same_run_problems(runs)
     assert problem.startswith("distinct-runs rule: result_0.txt and result_1.txt have the same training timeline")
+    named = [(n, distinct.fingerprints(lines)) for n, lines in runs]
+    assert distinct.copies(named) == {"result_1.txt": "result_0.txt"}
 
 
 def test_the_evaluation_curve_alone_names_a_copy_and_a_short_timeline_alone_does_not():
