@@ -29,7 +29,8 @@ What the rule holds, read from the published logs (every result file of mlcommon
   multi-node run allows (:data:`CLOCK_SKEW_MS`, logged as ``trainperf_clock_skew_ms``).
 
 Published logs interleave ranks and defer lines (times go back by minutes in line order), so line order is checked
-only in trainperf's own logs. A forger who rewrites every time consistently is not caught by any rule on one log.
+only in trainperf's own logs. A forger who rewrites every time consistently is not caught by any rule on one log;
+``review`` compares the runs of a result set as well (:mod:`trainperf.distinct`).
 """
 
 from __future__ import annotations

@@ -208,6 +208,16 @@ def timelines_that_do_not_hold(s: Scratch) -> None:
     _write(s.root / "back.txt", recs)
 
 
+@setup("package-copied-runs")
+def one_run_copied_with_other_seeds(s: Scratch) -> None:
+    runs = make_package(s.root / "copied") / "results" / "box" / "resnet"
+    for i in range(1, 5):
+        recs = [json.loads(ln[len(MLLOG) :]) if ln.startswith(MLLOG) else ln for ln in
+                (runs / "result_0.txt").read_text().splitlines()]  # fmt: skip
+        _first(recs, "seed")["value"] = 100 + i
+        _write(runs / f"result_{i}.txt", recs)
+
+
 @setup("package-time-shifted", "report-time-shifted")
 def a_package_shifted_by_10_22_ms(s: Scratch) -> None:
     for path in sorted((make_package(s.root / "shifted") / "results" / "box" / "resnet").iterdir()):

@@ -29,7 +29,7 @@ import cli_capture
 import fuzzing
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
-from untrusted import ORG, PATH_KEYS, SYSTEM, log_lines, plant, rules_dir, system_description
+from untrusted import ORG, PATH_KEYS, SYSTEM, log_lines, plant, rules_dir, run_lines, system_description
 
 from trainperf import system as system_mod
 from trainperf.confine import Confinement
@@ -209,7 +209,8 @@ def reviews_kept(into: list):
 
 
 def _clean_run(i: int) -> bytes:
-    return ("\n".join(log_lines({"seed": i + 1})) + "\n").encode()
+    """Run ``i`` of a package, distinct from the others (a package of copies is refused whatever the example)."""
+    return ("\n".join(run_lines(i)) + "\n").encode()
 
 
 # --- 1,000 examples through trainperf's own code ----------------------------------------------------------

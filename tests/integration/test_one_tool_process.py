@@ -26,7 +26,7 @@ def package(tmp_path_factory) -> Path:
     than olympic scoring drops)."""
     org = make_package(tmp_path_factory.mktemp("one") / "pkg")
     for i, log in enumerate(sorted((org / "results" / SYSTEM / "resnet").glob("result_*.txt"))):
-        foreign_log(log, {"seed": i + 1}, drop=("run_stop",) if i in (2, 3) else ())
+        foreign_log(log, {"seed": i + 1}, drop=("run_stop",) if i in (2, 3) else (), run=i)
     return org
 
 

@@ -79,7 +79,7 @@ def write_folder(root: Path, minutes, *, scale="mini", code="abc", system="box")
             ("trainperf_scale", scale, t0 - 9, {}),
             ("trainperf_code", code, t0 - 9, {}),
             ("run_start", None, t0 + i * 10**7, {}),
-            ("eval_accuracy", 0.95, t0 + i * 10**7 + m * 60000, {"epoch_num": 3}),
+            ("eval_accuracy", 0.95 + i / 1000, t0 + i * 10**7 + m * 60000, {"epoch_num": 3}),  # distinct runs
             ("run_stop", None, t0 + i * 10**7 + m * 60000, {"status": "success"}),
         ]
         lines = [":::MLLOG " + json.dumps({"time_ms": t, "key": k, "value": v, "metadata": md}) for k, v, t, md in recs]

@@ -361,7 +361,7 @@ def test_cli_place_a_package_places_each_score_in_its_round(wide, capsys, tmp_pa
         "faster_than": placed.faster_than,
     }
     assert 1 < placed.rank <= placed.count  # 32 minutes is neither the fastest nor the slowest published v2.0 resnet
-    _write_package(tmp_path / "mini", "cpu", [1.0, 1.0, 1.0, 1.0, 1.0], scale="mini")
+    _write_package(tmp_path / "mini", "cpu", [1.0, 1.01, 1.02, 1.03, 1.04], scale="mini")  # distinct runs
     assert _run(["history", "place", str(tmp_path / "mini")]) == 0
     assert "not comparable" in capsys.readouterr().out
     with pytest.raises(UsageError, match="give a BENCHMARK and your MINUTES"):

@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trainperf.results",
             "trainperf.run_checks",
             "trainperf.timeline",
+            "trainperf.distinct",
             "trainperf.scoring",
             "trainperf.system",
             "trainperf.host",

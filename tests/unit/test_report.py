@@ -180,7 +180,8 @@ def test_markdown_has_one_row_per_system_and_benchmark_with_the_score(systems):
 def test_energy_from_the_run_log_is_reported(tmp_path):
     write_system(tmp_path, "box")
     for i in range(5):
-        write_run(tmp_path / "results/box/resnet" / f"result_{i}.txt", system="box", seed=i, minutes=1.0, energy=3600.0)
+        path = tmp_path / "results/box/resnet" / f"result_{i}.txt"  # distinct runs: copies count as failed
+        write_run(path, system="box", seed=i, minutes=1.0 + i / 100, energy=3600.0)
     (s,) = collect([tmp_path])
     assert [r.energy_joules for r in s.benchmarks[0].runs] == [3600.0] * 5
     energy = section(render_html([s], price_per_hour=None), "energy")

@@ -21,19 +21,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trainperf import limits, registry
+from trainperf import distinct, limits, registry
 from trainperf.errors import ResultsError, TrainperfError
 from trainperf.fileio import refuse_link
+from trainperf.report.energy import ENERGY_KEY, read_energy, summary_json_energy
 from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.rules import rulesets
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
-from trainperf.submission import power
 from trainperf.text import shell_command
 from trainperf.timeline import first_past_budget, own_progress
 
-ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
 # result_<i>.txt, or result_<id>_<i>.txt as some published packages name them (the official package checker takes
 # every result_*.txt; HazyResearch's v2.0 results are result_220520100725096152634_1.txt ... _10.txt)
 _RESULT_FILE = re.compile(r"^result_(?:[A-Za-z0-9]{1,64}_)?(\d{1,9})\.txt$")
@@ -55,6 +54,7 @@ class RunResult:
     evaluation_lines: tuple[int, ...] = ()  # the line of each evaluation in the result file
     reached_target: bool | None = None  # whether an evaluation reaches the spec's target; None: target unknown
     progress: tuple[Any, ...] = ()  # the epoch_num of each evaluation of trainperf's own log (timeline.own_progress)
+    fingerprints: tuple[Any, ...] = ()  # its timeline and evaluation curve, for the distinct-runs rule
     note: str = ""  # why the run is counted differently from its logged status; "" otherwise
     own_log: bool = False  # written by trainperf (it logs trainperf_* keys)
 
@@ -183,7 +183,7 @@ def _entries(folder: Path, root: Path, read: Callable[[Path], bool] = Path.is_di
 def _collect_root(root: Path) -> list[SystemResults]:
     for name in ("results", "systems", "summary.json"):
         refuse_link(root / name, root)
-    summary_energy, summary_note = _summary_energy(root)
+    summary_energy, summary_note = summary_json_energy(root)
     out = []
     for system_dir in _entries(root / "results", root):
         name = system_dir.name
@@ -274,6 +274,7 @@ def _collect_benchmark(
         _check_qualities(run, spec)
     if spec is not None:
         runs = [_rederive(run, spec, key) for run in runs]
+    runs = _count_copies_as_failed(runs, key)
     score = score_results(
         [(r.success, r.minutes) for r in runs],
         runs_required=required,
@@ -292,6 +293,18 @@ def _collect_benchmark(
         spec_note=spec_note,
         round=rulesets.round_of_results(bench_dir, key, [r.start_ms for r in runs], own=all(r.own_log for r in runs)),
     )
+
+
+def _count_copies_as_failed(runs: list[RunResult], key: str) -> list[RunResult]:
+    """Each run that is a copy of an earlier one (:mod:`trainperf.distinct`, the rule ``review`` refuses) counted as
+    failed, with a note naming the run it copies: one run scored as several buys a score."""
+    copied = distinct.copies([(r.path.name, r.fingerprints) for r in runs])
+    return [
+        replace(r, reached_target=False, note=f"{r.path.name} of {key}: {distinct.copy_note(copied[r.path.name])}")
+        if r.path.name in copied
+        else r
+        for r in runs
+    ]
 
 
 def _check_qualities(run: RunResult, spec: BenchmarkSpec | None) -> None:
@@ -382,7 +395,7 @@ def _read_run(
         notes.append(f"{path.name} of {key} names platform {logged.platform!r}, not the folder's system {system!r}")
     if not isinstance(logged.scale, str) or logged.scale not in SCALES:
         raise ResultsError(f"{path}: trainperf_scale {logged.scale!r} is not one of {', '.join(SCALES)}")
-    joules, note = _energy(path, records, summary_energy)
+    joules, note = read_energy(path, records, summary_energy)
     run = RunResult(
         index=index,
         path=path,
@@ -397,6 +410,7 @@ def _read_run(
         evaluation_lines=tuple(logged.evaluation_lines),
         progress=own_progress(logged.lines),
         own_log=rulesets.is_trainperf_log(records),
+        fingerprints=distinct.fingerprints(logged.lines),
     )
     return run, logged.scale
 
@@ -405,42 +419,6 @@ def _logged_ms(rec: dict[str, Any]) -> int:
     """A record's time_ms, or 0 when it is not a plausible time (the log's last time is only a lower bound)."""
     t = logged_ms(rec)
     return 0 if t is None else t
-
-
-def _energy(path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> tuple[float | None, str]:
-    """Energy from the log's ``trainperf_energy_joules`` event, else from summary.json's run record."""
-    rec = next((r for r in records if r.get("key") == ENERGY_KEY), None)
-    if rec is not None:
-        meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-        value, note, where = rec.get("value"), meta.get("note"), f"{path} ({ENERGY_KEY})"
-    elif summary is not None:
-        value, note, where = summary.get("energy_joules"), summary.get("energy_note"), f"summary.json ({path.name})"
-    else:  # a published package's power logs (results/<system>/<benchmark>/power/<result>/)
-        return power.folder_joules(path, power.first_ms(records, "run_start"), power.first_ms(records, "run_stop"))
-    if value is None:
-        return None, str(note) if note else "not measured"
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ResultsError(f"{where}: energy {value!r} is not a non-negative number of joules")
-    return float(value), str(note) if note else "measured"
-
-
-def _summary_energy(root: Path) -> tuple[dict[str, dict[tuple[str, str], dict[str, Any]]], str]:
-    """summary.json's run records that carry energy, by system, then (benchmark, result file name)."""
-    path = root / "summary.json"
-    if not path.is_file():
-        return {}, ""
-    try:
-        doc = limits.read_json(path, limits.MAX_DOCUMENT_BYTES)
-        found: dict[tuple[str, str], dict[str, Any]] = {}
-        for bench in doc.get("benchmarks", []):
-            for run in bench.get("runs", []):
-                if isinstance(run, dict) and "energy_joules" in run and isinstance(run.get("log"), str):
-                    found[(str(bench.get("benchmark")), Path(run["log"]).name)] = run
-        return {str(doc.get("system")): found}, ""
-    except limits.OverLimit as e:
-        raise ResultsError(f"{path} {e}: refused; a trainperf summary.json is a few KiB: move it away") from None
-    except (OSError, ValueError, TypeError, AttributeError):
-        return {}, f"{path} is unreadable; energy was read from the result files only"
 
 
 def _read_system(path: Path) -> dict[str, Any]:

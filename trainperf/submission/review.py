@@ -2,7 +2,9 @@
 
 In this order: (a) the official ``package_checker``; (b) the compliance checker on every result file
 (:func:`trainperf.rules.compliance.check_log`: mini logs against trainperf's mini rules); (c) seeds
-distinct across a benchmark's runs, and each log's org, system and values consistent with the package;
+distinct across a benchmark's runs, the runs themselves distinct (:mod:`trainperf.distinct`: one run copied under
+several result files is refused, whatever its seeds say), and each log's org, system and values consistent with the
+package;
 (d) the official ``rcp_checker`` (the official v2.0 RCPs at the reference scale, trainperf's own table
 ``trainperf/rules/rcps/mini/rcps_<benchmark>.json`` at the mini scale); (e) the official
 ``result_summarizer``, whose score is shown beside trainperf's olympic score; where the package has power logs, the
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainperf import distinct
 from trainperf.rules import rulesets
 from trainperf.submission import official, power, round_rules
 from trainperf.submission.bench_checks import (  # noqa: F401 - names the tests and callers import from here
@@ -92,7 +95,7 @@ def review(
         copy, work = Path(tmp) / "package" / org_dir.name, Path(tmp) / "work"
         layout = copy_package(org_dir, copy)
         benches, read_problems = _read_package(layout)
-        found = _Findings(problems=list(layout.problems))
+        found = _Findings(problems=list(layout.problems), later=_same_files_under_two_systems(benches))
         chosen, source = _choose_ruleset(org_dir, benches, ruleset, read_problems, found)
         checkable = any(k[0] not in layout.unusable_systems and layout.benchmarks[k] for k in benches)
         rcp_plans = {k: _plan_rcp(b, copy, work) for k, b in benches.items() if k[0] not in layout.unusable_systems}
@@ -153,6 +156,19 @@ def review(
     )
 
 
+def _check_distinct(bench: _Bench) -> None:
+    """(c) runs are distinct runs (:mod:`trainperf.distinct`): one run copied within the result set is an error, runs
+    overlapping in time on the system a warning."""
+    runs = [(r.name, r.logged.lines) for r in bench.runs if r.logged is not None]
+    bench.problems += distinct.same_run_problems(runs)
+    bench.warnings += distinct.overlapping_runs(bench.system, runs)
+
+
+def _same_files_under_two_systems(benches: dict[tuple[str, str], _Bench]) -> list[str]:
+    """Warnings of the package (:mod:`trainperf.distinct`): result files with the same bytes under two systems."""
+    return distinct.identical_across_systems({k: [r.path for r in b.runs if r.records] for k, b in benches.items()})
+
+
 def _read_package(layout: Layout) -> tuple[dict[tuple[str, str], _Bench], dict[tuple[str, str], list[str]]]:
     """Every benchmark of the private copy with its runs read (the gate's refused files among them), and the
     problems found reading them (reported after the package checker's)."""
@@ -171,6 +187,7 @@ def _read_package(layout: Layout) -> tuple[dict[tuple[str, str], _Bench], dict[t
         bench.scale = scales.pop() if len(scales) == 1 else bench.scale
         if len(scales) > 1:
             bench.problems.append(f"the result files mix scales ({', '.join(sorted(scales))}); keep one scale")
+        _check_distinct(bench)  # (c)
         read_problems[key], bench.problems[before:] = bench.problems[before:], []
     return benches, read_problems
 
