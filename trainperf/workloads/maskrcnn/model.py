@@ -129,8 +129,8 @@ class ReferenceRoIHeads(RoIHeads):
         box_features = self.box_head(self.box_roi_pool(features, proposals, image_shapes))
         class_logits, box_regression = self.box_predictor(box_features)
         if not self.training:
-            boxes, scores, classes = self.postprocess_detections(class_logits, box_regression, proposals, image_shapes)
-            result = [{"boxes": b, "labels": c, "scores": s} for b, s, c in zip(boxes, scores, classes, strict=True)]
+            found, scores, classes = self.postprocess_detections(class_logits, box_regression, proposals, image_shapes)
+            result = [{"boxes": b, "labels": c, "scores": s} for b, s, c in zip(found, scores, classes, strict=True)]
             mask_logits = self.mask_predictor(
                 self.mask_head(self.mask_roi_pool(features, [r["boxes"] for r in result], image_shapes))
             )
