@@ -1,5 +1,5 @@
 """rnnt through the CLI: the reference dry run fails ruleset 2.0.0 only on the quality target, the reference
-smoke run reads a tiny LibriSpeech through the real loader, and bad audio stops a run before its clock."""
+smoke run reads a tiny LibriSpeech through the real loader, and bad audio ends a run on its clock."""
 
 from __future__ import annotations
 
@@ -44,15 +44,27 @@ def test_reference_smoke_run_reads_librispeech_trains_and_decodes(tmp_path):
     assert problems and all("eval_samples" in p or "quality target" in p.lower() for p in problems), problems
 
 
-def test_bad_audio_stops_the_run_before_its_clock(tmp_path):
+def test_bad_audio_ends_the_run_on_its_clock_naming_the_file(tmp_path):
+    """The reference scale reads the corpus's transcripts and FLAC headers after run_start, as the reference reads
+    its manifests (train.py:232, data_loader.py:94-100): a bad file ends the run, logged as aborted with the file
+    named in its reason, and the command says which file and exits 2."""
+    from trainperf.workloads.rnnt import data as rnnt_data
     from trainperf.workloads.rnnt import fixture
 
     data = tmp_path / "data"
-    fixture.write_smoke_fixture(data / "rnnt" / "reference")
-    bad = data / "rnnt" / "reference" / "LibriSpeech" / "dev-clean" / "84" / "121123" / "84-121123-0001.flac"
+    root = data / "rnnt" / "reference"
+    fixture.write_smoke_fixture(root)
+    vocab = root / "sentencepieces" / "librispeech1023.model"
+    vocab.parent.mkdir(parents=True)
+    rnnt_data.train_sentencepiece([s.lower() for s in fixture.SENTENCES], 1023, vocab, hard_limit=False)
+    bad = root / "LibriSpeech" / "dev-clean" / "84" / "121123" / "84-121123-0001.flac"
     bad.write_bytes(b"RIFF nonsense")
     out = tmp_path / "o"
     r = trainperf("run", "rnnt", "--scale", "reference", "--data-dir", data, "--out", out)
     assert r.returncode == 2 and "84-121123-0001.flac: audio cannot be decoded" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    assert not list(out.rglob("result_0.txt")) and not list(out.rglob("*.partial"))
+    logs = list(out.rglob("result_*.txt"))
+    assert logs, list(out.rglob("*"))
+    text = logs[0].read_text()
+    assert text.index('"run_start"') < text.index("84-121123-0001.flac: audio cannot be decoded")
+    assert parse_run(logs[0]).status == "aborted"

@@ -1,5 +1,5 @@
-"""rnnt data: LibriSpeech's layout checked before the clock, the reference's features, bucketing, the LR policy
-and the mini corpus's voice split."""
+"""rnnt data: LibriSpeech's layout checked (when: tests/workloads/test_rnnt_order.py), the reference's features,
+bucketing, the LR policy and the mini corpus's voice split."""
 
 from __future__ import annotations
 
@@ -60,20 +60,6 @@ def test_a_sample_rate_other_than_16k_is_refused(libri):
     sf.write(path, audio[::2], 8000, format="FLAC")
     with pytest.raises(DataError, match=r"84-121123-0000\.flac: sample rate 8000 Hz, the reference's is 16000 Hz"):
         data.scan_subset(libri / "dev-clean")
-
-
-def test_reference_prepare_refuses_bad_input_before_the_clock(tmp_path):
-    from trainperf.dist import DistContext
-    from trainperf.spec import RunConfig
-
-    root = tmp_path / "rnnt" / "reference"
-    fixture.write_smoke_fixture(root)
-    (root / "LibriSpeech" / "train-other-500" / "20" / "205" / "20-205-0002.flac").write_bytes(b"\0" * 100)
-    spec, recipe = registry.get_spec("rnnt", "reference"), registry.default_recipe("rnnt", "reference")
-    cls = registry.workload_class("rnnt")
-    w = cls(spec, recipe, RunConfig(seed=1, smoke=True), data_dir=tmp_path, dist=DistContext())
-    with pytest.raises(DataError, match=r"20-205-0002\.flac: audio cannot be decoded"):
-        w.prepare()
 
 
 def test_features_are_the_reference_s_shape():

@@ -19,6 +19,8 @@ What the reference fixes, and where it is built here:
 - Losses: smooth L1 with beta 1/9 in the RPN and beta 1 in the box head (``rpn/loss.py``,
   ``roi_heads/box_head/loss.py``); torchvision fixes the box head's at 1/9, so :class:`ReferenceRoIHeads`
   computes it with the reference's beta.
+- Boxes as maskrcnn-benchmark counts them (``boxes.py``): its "+1" pixel arithmetic, its anchors (ratios rounded
+  its way, centred on ``(stride - 1) / 2``, at fixed strides), the RPN's border-straddle rule and its pooler.
 
 The remaining differences from maskrcnn-benchmark are listed in this benchmark's README.md.
 """
@@ -38,7 +40,9 @@ from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHe
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 from torchvision.models.detection.roi_heads import RoIHeads, maskrcnn_inference, maskrcnn_loss
 from torchvision.models.detection.transform import GeneralizedRCNNTransform
-from torchvision.ops import FrozenBatchNorm2d, MultiScaleRoIAlign
+from torchvision.ops import FrozenBatchNorm2d
+
+from trainperf.workloads.maskrcnn import boxes
 
 COCO_CLASSES = 81  # maskrcnn-benchmark's ROI_BOX_HEAD.NUM_CLASSES: the 80 COCO 2017 categories and background
 CAFFE_MEAN_BGR = (102.9801, 115.9465, 122.7717)  # INPUT.PIXEL_MEAN, in BGR order, 0-255
@@ -82,6 +86,31 @@ class CaffeTransform(GeneralizedRCNNTransform):
         return (image.flip(0) * 255.0 - mean[:, None, None]) / std[:, None, None]
 
 
+class ReferenceMaskRCNN(MaskRCNN):
+    """torchvision's Mask R-CNN holding its boxes in :mod:`boxes`' shifted form between the transform and the
+    output: the ground truth made inclusive (and a pixel-wide box dropped) before the resize, the detections
+    made inclusive before the masks are pasted and the boxes resized back, then written shifted, so that COCO's
+    width ``x2 - x1`` is the reference's ``x2 - x1 + 1``."""
+
+    def forward(self, images, targets=None):  # type: ignore[override]
+        if self.training and targets is None:
+            raise ValueError("training needs targets")
+        sizes = [(int(img.shape[-2]), int(img.shape[-1])) for img in images]
+        if targets is not None:
+            targets = boxes.inclusive_targets(targets)
+        images, targets = self.transform(images, targets)
+        if targets is not None:
+            targets = [{**t, "boxes": boxes.shifted(t["boxes"])} for t in targets]
+        features = self.backbone(images.tensors)
+        proposals, rpn_losses = self.rpn(images, features, targets)
+        detections, head_losses = self.roi_heads(features, proposals, images.image_sizes, targets)
+        if self.training:
+            return {**head_losses, **rpn_losses}
+        detections = [{**d, "boxes": boxes.shifted(d["boxes"], -1.0)} for d in detections]
+        detections = self.transform.postprocess(detections, images.image_sizes, sizes)
+        return [{**d, "boxes": boxes.shifted(d["boxes"])} for d in detections]
+
+
 class ReferenceRoIHeads(RoIHeads):
     """torchvision's ROI heads (boxes and masks) with the reference's box-regression loss.
 
@@ -100,8 +129,8 @@ class ReferenceRoIHeads(RoIHeads):
         box_features = self.box_head(self.box_roi_pool(features, proposals, image_shapes))
         class_logits, box_regression = self.box_predictor(box_features)
         if not self.training:
-            boxes, scores, classes = self.postprocess_detections(class_logits, box_regression, proposals, image_shapes)
-            result = [{"boxes": b, "labels": c, "scores": s} for b, s, c in zip(boxes, scores, classes, strict=True)]
+            found, scores, classes = self.postprocess_detections(class_logits, box_regression, proposals, image_shapes)
+            result = [{"boxes": b, "labels": c, "scores": s} for b, s, c in zip(found, scores, classes, strict=True)]
             mask_logits = self.mask_predictor(
                 self.mask_head(self.mask_roi_pool(features, [r["boxes"] for r in result], image_shapes))
             )
@@ -116,8 +145,10 @@ class ReferenceRoIHeads(RoIHeads):
         mask_proposals = [p[i] for p, i in zip(proposals, positive, strict=True)]
         mask_matched = [m[i] for m, i in zip(matched_idxs, positive, strict=True)]
         mask_logits = self.mask_predictor(self.mask_head(self.mask_roi_pool(features, mask_proposals, image_shapes)))
+        # the mask targets' window is the proposal's inclusive x1..x2, as the reference crops its polygons
+        inclusive = [boxes.shifted(p, -1.0) for p in mask_proposals]
         loss_mask = maskrcnn_loss(
-            mask_logits, mask_proposals, [t["masks"] for t in targets], [t["labels"] for t in targets], mask_matched
+            mask_logits, inclusive, [t["masks"] for t in targets], [t["labels"] for t in targets], mask_matched
         )
         return [], {"loss_classifier": loss_classifier, "loss_box_reg": loss_box_reg, "loss_mask": loss_mask}
 
@@ -179,8 +210,7 @@ def reference_maskrcnn(
         in_channels_list=[256, 512, 1024, 2048],
         out_channels=FPN_CHANNELS,
     )  # extra block: P6 by max-pooling P5, as the reference's LastLevelMaxPool
-    names = ["0", "1", "2", "3"]
-    model = MaskRCNN(
+    model = ReferenceMaskRCNN(
         backbone,
         num_classes=None,  # the heads below carry the classes
         min_size=min_size,
@@ -189,6 +219,7 @@ def reference_maskrcnn(
         image_std=list(CAFFE_STD),
         # RPN (defaults.py and the 1x config): 2000 per level before NMS in training, 1000 in testing; NMS 0.7;
         # 256 anchors per image, half positive; IoU 0.7 / 0.3
+        rpn_anchor_generator=boxes.ReferenceAnchorGenerator(),
         rpn_pre_nms_top_n_train=2000,
         rpn_pre_nms_top_n_test=1000,
         rpn_post_nms_top_n_train=image_candidates,
@@ -199,11 +230,23 @@ def reference_maskrcnn(
         mask_predictor=_mask_predictor(num_classes),
     )
     model.transform = CaffeTransform(min_size, max_size, list(CAFFE_MEAN_BGR), list(CAFFE_STD), size_divisible=32)
+    rpn = model.rpn
+    model.rpn = boxes.ReferenceRPN(
+        rpn.anchor_generator,
+        rpn.head,
+        fg_iou_thresh=0.7,
+        bg_iou_thresh=0.3,
+        batch_size_per_image=256,
+        positive_fraction=0.5,
+        pre_nms_top_n=dict(rpn._pre_nms_top_n),
+        post_nms_top_n=dict(rpn._post_nms_top_n),
+        nms_thresh=0.7,
+    )
     heads = model.roi_heads
     model.roi_heads = ReferenceRoIHeads(
         # ROI heads (defaults.py): 7x7 box and 14x14 mask pooling with 2 samples per bin over P2-P5; 512 regions
         # per image, a quarter positive, IoU 0.5; deltas weighted (10, 10, 5, 5); score 0.05, NMS 0.5, 100 per image
-        box_roi_pool=MultiScaleRoIAlign(names, output_size=7, sampling_ratio=2),
+        box_roi_pool=boxes.ReferencePooler(output_size=7, sampling_ratio=2),
         box_head=heads.box_head,
         box_predictor=heads.box_predictor,
         fg_iou_thresh=0.5,
@@ -214,7 +257,7 @@ def reference_maskrcnn(
         score_thresh=0.05,
         nms_thresh=0.5,
         detections_per_img=100,
-        mask_roi_pool=MultiScaleRoIAlign(names, output_size=14, sampling_ratio=2),
+        mask_roi_pool=boxes.ReferencePooler(output_size=14, sampling_ratio=2),
         mask_head=heads.mask_head,
         mask_predictor=heads.mask_predictor,
     )

@@ -113,6 +113,20 @@ def scan_subset(root: Path) -> list[Utterance]:
     return out
 
 
+def subset_transcripts(root: Path) -> list[str]:
+    """The normalized transcripts of one subset folder, read from its ``*.trans.txt`` files alone (no audio
+    header): the text a vocabulary is trained on. Unreadable files and malformed lines are left to
+    :func:`scan_subset`, which reads them again with the audio."""
+    out = []
+    for trans in sorted(root.glob("*/*/*.trans.txt")):
+        try:
+            text = trans.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise DataError(f"{trans}: cannot be read as UTF-8 text ({e}); restore the file") from None
+        out += [normalize(line.partition(" ")[2]) for line in text.splitlines() if line.strip()]
+    return [t for t in out if t]
+
+
 def _seconds(path: Path, sf) -> float:
     try:
         info = sf.info(str(path))
@@ -297,3 +311,21 @@ def bucket_batches(seconds: Sequence[float], batch: int, buckets: int, rng: np.r
     joined = np.concatenate([rng.permutation(part) for part in np.array_split(order, max(1, buckets))])
     out = [joined[i : i + batch] for i in range(0, len(joined) - batch + 1, batch)]
     return [out[i] for i in rng.permutation(len(out))]
+
+
+def bucket_groups(seconds: Sequence[float], group: int, buckets: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One epoch of the reference's ``BucketingSampler`` (``common/data/dali/sampler.py:65-105``): utterances
+    sorted by duration into ``buckets`` equal parts, each part shuffled and the parts joined; the remainder
+    modulo ``group`` dropped at random positions of the joined order (``:80-87``); the rest cut into groups of
+    ``group`` (the reference's micro-batch x world size, ``:72``) and the groups shuffled (``:92-94``). An
+    optimizer step then takes gradient-accumulation-steps consecutive groups, and rank ``r`` of ``w`` the
+    utterances ``r, r + w, ...`` of each group (``:96-100``, the file list read in shards)."""
+    order = np.argsort(np.asarray(seconds), kind="stable")
+    joined = np.concatenate([rng.permutation(part) for part in np.array_split(order, max(1, buckets))])
+    drop = len(joined) % group
+    if drop:
+        keep = np.ones(len(joined), dtype=bool)
+        keep[rng.choice(len(joined), drop, replace=False)] = False
+        joined = joined[keep]
+    groups = joined.reshape(-1, group)
+    return [groups[i] for i in rng.permutation(len(groups))]

@@ -62,6 +62,11 @@ class Flavour:
     # would hold about 1.3 GB).
     in_memory: bool
     reference_names: bool  # weights_initialization names the reference's tensors
+    # True: the corpus's transcripts, durations (FLAC headers) and the duration filter are read on the clock, in
+    # load_data, as the reference reads its manifests after run_start (train.py:232 run_start, then
+    # common/data/dali/data_loader.py:94-100); bad input then ends the run, logged as aborted, with the file
+    # named. False (mini, as calibrated): read before the clock, in prepare.
+    scan_on_clock: bool
 
 
 # Model flavours (data): the v2.0 reference (configs/baseline_v3-1023sp.yaml: 49,006,080 parameters) and the
@@ -73,6 +78,7 @@ FLAVOURS = {
         generated=False,
         in_memory=False,
         reference_names=True,
+        scan_on_clock=True,
     ),
     "mini": Flavour(
         model=RNNTConfig(
@@ -91,6 +97,7 @@ FLAVOURS = {
         generated=True,
         in_memory=True,
         reference_names=False,
+        scan_on_clock=False,
     ),
 }
 MAX_SYMBOLS_PER_STEP = 30  # the reference's greedy decoder
@@ -126,8 +133,9 @@ class RNNTWorkload(Workload):
 
     # --- files ---------------------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Before the clock: the layout (every transcript line has its FLAC and the reverse, every FLAC header
-        decodes at 16 kHz mono) and the vocabulary (the reference's file, or trained here the reference's way)."""
+        """Before the clock: the corpus's folders and the vocabulary (the reference's file, or trained here the
+        reference's way from every training transcript, as its ``scripts/create_sentencepieces.sh`` does before a
+        run). The mini corpus is also checked against its manifest and scanned (:meth:`_scan`) here."""
         if self.dry_run:
             return
         if self.flavour.generated:
@@ -140,16 +148,13 @@ class RNNTWorkload(Workload):
                 f"rnnt data: {missing[0]} not found; the reference scale reads <data-dir>/rnnt/reference/LibriSpeech/"
                 f"{{{','.join(REFERENCE_TRAIN)},{REFERENCE_EVAL}}}/<speaker>/<chapter>/*.flac (LibriSpeech's layout)"
             )
-        self.train = [u for d in self.train_dirs for u in data.scan_subset(d)]
-        self.eval = data.scan_subset(self.eval_dir)
-        self.train = [u for u in self.train if u.seconds <= self.recipe.data_train_max_duration]
-        if not self.train:
-            raise DataError(f"rnnt: no training utterance of at most {self.recipe.data_train_max_duration} s")
+        if not self.flavour.scan_on_clock:
+            self._scan()
         if not self.tokenizer_path.is_file():  # the reference's way: unigram sentencepiece on the training text
             try:
                 self.tokenizer_path.parent.mkdir(parents=True, exist_ok=True)
                 data.train_sentencepiece(
-                    (u.transcript for u in self.train), REFERENCE_VOCAB, self.tokenizer_path, hard_limit=not self.smoke
+                    self._vocabulary_text(), REFERENCE_VOCAB, self.tokenizer_path, hard_limit=not self.smoke
                 )
             except OSError as e:
                 raise DataError(
@@ -158,7 +163,25 @@ class RNNTWorkload(Workload):
                 ) from None
         self.sp = data.load_sentencepiece(self.tokenizer_path, self.model_config.n_classes - 1)
 
+    def _vocabulary_text(self) -> list[str]:
+        """The text a missing vocabulary is trained on. The reference's: every training transcript, before the
+        duration filter (``scripts/create_sentencepieces.sh:16``, all of ``librispeech-train-*-wav.json``)."""
+        if self.flavour.scan_on_clock:
+            return [t for d in self.train_dirs for t in data.subset_transcripts(d)]
+        return [u.transcript for u in self.train]
+
+    def _scan(self) -> None:
+        """Every utterance's transcript and duration (its FLAC header), checked, and the training set's duration
+        filter (``data_train_max_duration``)."""
+        self.train = [u for d in self.train_dirs for u in data.scan_subset(d)]
+        self.eval = data.scan_subset(self.eval_dir)
+        self.train = [u for u in self.train if u.seconds <= self.recipe.data_train_max_duration]
+        if not self.train:
+            raise DataError(f"rnnt: no training utterance of at most {self.recipe.data_train_max_duration} s")
+
     def load_data(self) -> None:
+        if self.flavour.scan_on_clock:  # the reference: read after run_start, as its manifests are
+            self._scan()
         if self.flavour.in_memory:  # the mini corpus (a few hundred MB as int16) is decoded once, on the clock
             for u in [*self.train, *self.eval]:
                 self.audio[u.path] = data.read_audio(u.path)
@@ -239,31 +262,51 @@ class RNNTWorkload(Workload):
         return feats, torch.full((n,), frames, dtype=torch.int32), tokens, torch.full((n,), symbols, dtype=torch.int32)
 
     def train_batches(self) -> Iterator[Any]:
-        """Each epoch the reference's bucketing (seeded, the same on every rank); each rank takes its slice of
-        every global batch, perturbs its speed and masks its features (SpecAugment) from its own generator."""
-        r, gb, n = self.recipe, self.global_batch_size, self.local_batch_size
-        per_micro = n * self.dist.world_size  # a global batch is gradient_accumulation_steps micro-batches
-        seconds = [u.seconds for u in self.train]
+        """Each epoch the reference's bucketing (seeded, the same on every rank, :meth:`_rank_parts`); each rank
+        perturbs its utterances' speed and masks their features (SpecAugment) from its own generator."""
+        r = self.recipe
         lo, hi = r.data_speed_perturbaton_min, r.data_speed_perturbaton_max
         # Without speed perturbation and SpecAugment an utterance's features are the same every epoch (up to
         # the dither, drawn once): in memory (mini) they are computed once, on the clock, and kept (a few MB).
         keep = self.flavour.in_memory and lo == hi == 1.0 and not r.data_spec_augment
+        g, g_epoch = None, -1
+        for epoch, part in self._rank_parts():
+            if epoch != g_epoch:
+                g, g_epoch = seeds.torch_generator(self.config.seed, seeds.STREAM_AUGMENT, self.dist.rank, epoch), epoch
+            if keep:
+                feats, lengths = self._kept_features(part, g)
+            else:
+                speed = (lo + (hi - lo) * torch.rand(len(part), generator=g)).tolist()
+                feats, lengths = self.featurizer(
+                    [self._read(u) for u in part], speed=speed, spec_augment=r.data_spec_augment, generator=g
+                )
+            tokens, token_lengths = self._tokens([u.transcript for u in part])
+            yield feats, lengths, tokens, token_lengths
+
+    def _rank_parts(self) -> Iterator[tuple[int, list[data.Utterance]]]:
+        """This rank's micro-batches of utterances, with the epoch of the sampler that drew them.
+
+        ``data_bucket_micro_batch_groups`` (the reference recipe): the reference's sampler
+        (:func:`data.bucket_groups`) shuffles groups of micro-batch x world utterances, a step takes
+        gradient-accumulation-steps of them, rank ``r`` takes every world-size-th utterance of a group from the
+        ``r``-th, and the groups run on from one epoch into the next, as the reference's DALI reader reads one
+        file list of all epochs for ``shard_size`` utterances an epoch (``common/data/dali/data_loader.py:119-127``,
+        ``iterator.py:60-63``). Off (the mini recipe, as calibrated): whole global batches cut from the joined
+        order are shuffled (:func:`data.bucket_batches`) and each rank takes its contiguous slice."""
+        r, gb, n = self.recipe, self.global_batch_size, self.local_batch_size
+        rank, world = self.dist.rank, self.dist.world_size
+        per_micro = n * world  # a global batch is gradient_accumulation_steps micro-batches
+        seconds = [u.seconds for u in self.train]
         epoch = 0
         while True:
             rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch)
-            g = seeds.torch_generator(self.config.seed, seeds.STREAM_AUGMENT, self.dist.rank, epoch)
-            for batch in data.bucket_batches(seconds, gb, r.data_train_num_buckets, rng):
-                for k in range(0, gb, per_micro):
-                    part = [self.train[int(i)] for i in batch[k + self.dist.rank * n : k + (self.dist.rank + 1) * n]]
-                    if keep:
-                        feats, lengths = self._kept_features(part, g)
-                    else:
-                        speed = (lo + (hi - lo) * torch.rand(len(part), generator=g)).tolist()
-                        feats, lengths = self.featurizer(
-                            [self._read(u) for u in part], speed=speed, spec_augment=r.data_spec_augment, generator=g
-                        )
-                    tokens, token_lengths = self._tokens([u.transcript for u in part])
-                    yield feats, lengths, tokens, token_lengths
+            if r.data_bucket_micro_batch_groups:
+                for group in data.bucket_groups(seconds, per_micro, r.data_train_num_buckets, rng):
+                    yield epoch, [self.train[int(i)] for i in group[rank::world]]
+            else:
+                for batch in data.bucket_batches(seconds, gb, r.data_train_num_buckets, rng):
+                    for k in range(0, gb, per_micro):
+                        yield epoch, [self.train[int(i)] for i in batch[k + rank * n : k + (rank + 1) * n]]
             epoch += 1
 
     def _kept_features(self, part: list[data.Utterance], g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
