@@ -167,15 +167,16 @@ def test_the_report_reads_an_ablation_file_as_untrusted_data(tmp_path):
     assert "<script>" not in html_section([good]) and "&lt;script&gt;" in html_section([good])
 
 
-def test_ablate_synthetic_builds_a_reference_workload_without_its_data(tmp_path, capsys):
+def test_ablate_synthetic_builds_a_reference_workload_without_its_data(tmp_path):
     # bert's reference workload loads its checkpoint from the dataset's folder; --synthetic builds it as a dry run
-    # does (the full-size model, no data), so a machine without the dataset measures the step.
+    # does (the full-size model, no data), so a machine without the dataset measures the step. fp32: bf16 products
+    # of BERT-large take minutes on a CPU without bf16 units (the skipped bf16 configuration is tested above).
     out = tmp_path / "out"
-    args = ["ablate", "bert", "--scale", "reference", "--synthetic", "--precision", "bf16", "--switches", "precision"]
+    args = ["ablate", "bert", "--scale", "reference", "--synthetic", "--precision", "fp32", "--switches", "prefetch"]
     args += ["--steps", "1", "--repeats", "1", "--warmup-steps", "0", "--set", "global_batch_size=1"]
     assert main([*args, "--out", str(out), "--data-dir", str(tmp_path / "no-data")]) == 0
     data = read_ablation(out / "ablation" / "bert-reference.json")
-    [baseline] = data["configurations"]
-    assert baseline["status"] == "measured" and baseline["autocast"] == "bf16" and data["precision"] == "bf16"
+    by_name = {c["name"]: c for c in data["configurations"]}
+    assert by_name["baseline"]["status"] == "measured" and data["precision"] == "fp32"
+    assert all(c["status"] == "measured" for c in data["configurations"]) and len(by_name) >= 2
     assert data["data"] == "synthetic batches (synthetic_batch)"
-    assert "already trains in bf16 autocast" in capsys.readouterr().out
