@@ -9,8 +9,10 @@ import json
 import os
 import re
 import secrets
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -126,8 +128,9 @@ class ResultFolder:
         except RunInterrupted as e:
             _close_quietly(log)
             if self.is_main:
-                kept = keep_interrupted(partial, self.aside(key), i, key)
-                stopped(None)
+                with _sigterm_held():
+                    kept = keep_interrupted(partial, self.aside(key), i, key)
+                    stopped(None)
                 what = getattr(e, "what", "interrupted")
                 raise RunInterrupted(
                     f"{key}: run {i} {what}; logged as aborted in {kept}, not counted (earlier results "
@@ -138,13 +141,14 @@ class ResultFolder:
         except RunFailed as e:
             # A started run that failed is a result: aborted, counted as not converged (MLPerf).
             if self.is_main:
-                try:
-                    log.close()
-                    store(partial, final)
-                except TrainperfError:
-                    partial.unlink(missing_ok=True)
-                    raise
-                stopped(run_record(e.outcome, final))
+                with _sigterm_held():
+                    try:
+                        log.close()
+                        store(partial, final)
+                    except TrainperfError:
+                        partial.unlink(missing_ok=True)
+                        raise
+                    stopped(run_record(e.outcome, final))
                 raise RunFailed(
                     f"{e}; logged as aborted in {final} and counted as a run that did not converge. Fix the "
                     "cause and run the same command: the suite resumes with the next run",
@@ -161,6 +165,25 @@ class ResultFolder:
             store(partial, final)
         gc.collect()  # free the run's model and data before the next run builds its own
         return run_record(outcome, final)
+
+
+@contextmanager
+def _sigterm_held() -> Iterator[None]:
+    """SIGTERM ignored while rank 0 writes a stopped run's result and ``summary.json``, then the handler back.
+
+    The run has already failed or been interrupted and its error goes up next, so nothing is lost by not hearing
+    the signal; what it would cut short is the summary. Under torchrun it comes right after a rank dies (torchrun
+    stops the survivors with SIGTERM, and with SIGKILL only 30 s later), racing the survivor that is saying what
+    became of the run.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def check_out_folder(out: Path, system: str, scale: str, dry_run: bool = False, smoke: bool = False) -> None:
