@@ -1,0 +1,246 @@
+"""flux1's workload: the FLUX.1-schnell transformer (diffusers' ``FluxTransformer2DModel``, ``model.py``) trained with
+the reference's rectified flow (``flow.py``) on its preprocessed encodings (``reference.py``), AdamW with a linear
+warm-up then a constant rate, and the validation loss over 8 fixed timesteps (facts in ``__init__.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainperf import seeds
+from trainperf.contract.workload import Workload
+from trainperf.workloads.common.fsdp import copy_into, shard_units
+from trainperf.workloads.flux1 import flow, reference
+from trainperf.workloads.flux1 import model as flux_model
+
+EVAL_BATCH = 16  # the reference's eval.batch_size (job_config.py)
+EVAL_NOISE = 8  # the key of the validation samples' noise streams: (seed, STREAM_DATA, EVAL_NOISE, sample)
+T5_LEN, LATENT = 256, (16, 32, 32)  # a synthetic batch's shapes: the reference's (256 x 256 images)
+Batch = dict[str, torch.Tensor]
+
+
+def _bf16(bits: np.ndarray) -> torch.Tensor:
+    """The reference's stored uint16 bits as a bf16 tensor (no copy)."""
+    return torch.from_numpy(bits).view(torch.bfloat16)
+
+
+class FluxWorkload(Workload):
+    DRY_RUN_LOCAL_BATCH = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.flavour = self.recipe.model_flavour
+        if (self.dry_run or self.smoke) and self.device.type == "cpu" and self.flavour == "schnell":
+            self.flavour = "debug"  # 11.9 B parameters do not fit a CPU's memory: the same code at a toy width
+        self.args: flux_model.FluxArgs = flux_model.FLAVOURS[self.flavour]
+        self.files: reference.Files | None = None
+        self.train: reference.Encodings | None = None
+        self.valid: reference.Encodings | None = None
+        self.empty = (torch.zeros(T5_LEN, self.args.joint_attention_dim), torch.zeros(768))  # a dry run reads none
+        self.noise_gen: torch.Generator | None = None
+
+    # --- files -----------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Untimed: both save_to_disk folders found, their Arrow files mapped and their columns checked (no encoding
+        decoded), the empty encodings read."""
+        self.files = reference.find(self.data_dir)
+        for folder, validation in ((self.files.train, False), (self.files.validation, True)):
+            for path in reference.arrow_files(folder):
+                reference.open_table(path, validation=validation)
+        t5, clip = reference.empty_encodings(self.files.empty, t5_dim=self.args.joint_attention_dim)
+        self.empty = (torch.from_numpy(t5), torch.from_numpy(clip))
+
+    def load_data(self) -> None:
+        """Timed: both splits mapped and counted, every validation timestep read and checked (0..7, each used);
+        an encoding is decoded and checked (dtype, shape) when its batch is read."""
+        assert self.files is not None
+        self.train = reference.load(self.files.train, validation=False)
+        self.valid = reference.load(self.files.validation, validation=True)
+        assert self.valid.timesteps is not None
+        missing = sorted(set(range(flow.VALIDATION_TIMESTEPS)) - set(self.valid.timesteps.tolist()))
+        if missing:
+            from trainperf.errors import DataError
+
+            raise DataError(f"{self.files.validation}: no sample of timestep(s) {missing}; the loss averages all 8")
+
+    @property
+    def train_samples(self) -> int:
+        return len(self.train) if self.train is not None else self.spec.train_samples
+
+    @property
+    def eval_samples(self) -> int:
+        return len(self.valid) if self.valid is not None else self.spec.eval_samples
+
+    # --- model -----------------------------------------------------------------------------------------
+    def build_model(self) -> torch.nn.Module:
+        """The transformer on the meta device (no memory: 11.9 B parameters are filled shard by shard in
+        ``parallelize``), every block recomputed in the backward pass where the recipe asks (the reference's full
+        activation checkpointing)."""
+        with torch.device("meta"):
+            model = flux_model.build(self.args)
+        if self.recipe.activation_checkpointing:
+            model.enable_gradient_checkpointing()
+        return model
+
+    def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Several processes: FSDP2 of the input embeddings, each double- and single-stream block, then the whole
+        model, as the reference's parallelize_flux.py shards them over data-parallel ranks (bf16 gathers, fp32
+        reductions on a GPU). Then each rank allocates its shards and fills them with the reference's initialization,
+        drawn from the run's seed, the same on every rank."""
+        if self.dist.distributed:
+            m: Any = model
+            units = [m.x_embedder, m.time_text_embed, m.context_embedder, *m.transformer_blocks]
+            shard_units(model, [*units, *m.single_transformer_blocks], self.device)
+        model.to_empty(device=self.device)
+        g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, 0)
+        for name, p in model.named_parameters():
+            rule, fans = flux_model.init_rule(name, self.args)
+            copy_into(p, flux_model.fill(p, rule, fans, g))
+        return model
+
+    def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
+        """torchtitan's AdamW (one group: weight decay on every tensor) and its warm-up-stable schedule."""
+        r = self.recipe
+        opt = torch.optim.AdamW(
+            model.parameters(),
+            lr=r.opt_base_learning_rate,
+            betas=(r.opt_adamw_beta_1, r.opt_adamw_beta_2),
+            eps=r.opt_adamw_epsilon,
+            weight_decay=r.opt_adamw_weight_decay,
+        )
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_policy(r.opt_learning_rate_warmup_steps))
+
+    def hparams(self) -> dict[str, Any]:
+        r = self.recipe
+        out = super().hparams()
+        out.update(
+            opt_gradient_clip_norm=r.clip_grad_norm,
+            evaluation_frequency=r.evaluation_frequency,
+            trainperf_model_flavour=self.flavour,  # "debug" where a CPU check ran the transformer at a toy width
+            trainperf_classifier_free_guidance_prob=r.classifier_free_guidance_prob,
+        )
+        return out
+
+    # --- training ----------------------------------------------------------------------------------------
+    def synthetic_batch(self) -> Batch:
+        g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
+        n = self.local_batch_size
+        return {
+            "t5": (0.1 * torch.randn(n, T5_LEN, self.args.joint_attention_dim, generator=g)).bfloat16(),
+            "clip": torch.randn(n, 768, generator=g).bfloat16(),
+            "mean": torch.randn(n, *LATENT, generator=g).bfloat16(),
+            "logvar": torch.full((n, *LATENT), -6.0).bfloat16(),
+        }
+
+    def _batch(self, split: reference.Encodings, indices: np.ndarray) -> Batch:
+        got = reference.rows(split, indices, t5_dim=self.args.joint_attention_dim)
+        out = {k: _bf16(got[c]) for k, c in (("t5", "t5_encodings"), ("clip", "clip_encodings"))}
+        out |= {k: _bf16(got[k]) for k in ("mean", "logvar")}
+        if "timestep" in got:
+            out["timestep"] = torch.from_numpy(got["timestep"])
+        return out
+
+    def train_batches(self) -> Iterator[Batch]:
+        """Global batches in a seeded order, the same on every rank (each takes its slice), reshuffled each epoch;
+        the last partial batch of an epoch is dropped."""
+        assert self.train is not None
+        gb, n = self.global_batch_size, self.local_batch_size
+        mine = slice(self.dist.rank * n, (self.dist.rank + 1) * n)
+        epoch = 0
+        while True:
+            order = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch).permutation(len(self.train))
+            for b in range(0, len(order) // gb * gb, gb):
+                yield self._batch(self.train, order[b : b + gb][mine])
+            epoch += 1
+
+    def _noise(self) -> torch.Generator:
+        """This rank's stream of posterior draws, noise, timesteps and text dropout (the reference seeds each
+        data-parallel rank apart so that ranks draw different noise)."""
+        if self.noise_gen is None:
+            seed = seeds.derive(self.config.seed, seeds.STREAM_AUGMENT, self.dist.rank)
+            self.noise_gen = torch.Generator(device=self.device).manual_seed(seed)
+        return self.noise_gen
+
+    def loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        """The reference's train_step: x_0 drawn from the posterior, t ~ U[0, 1), x_t = (1 - t) x_0 + t noise, the
+        text of a sample dropped with probability ``classifier_free_guidance_prob``, MSE against noise - x_0."""
+        b = {k: v.to(self.device, non_blocking=True).float() for k, v in batch.items()}
+        g, shape = self._noise(), b["mean"].shape
+        x0 = flow.latent(b["mean"], b["logvar"], torch.randn(shape, generator=g, device=self.device))
+        noise = torch.randn(shape, generator=g, device=self.device)
+        t = torch.rand(shape[0], generator=g, device=self.device)
+        drop = torch.rand(shape[0], generator=g, device=self.device) < self.recipe.classifier_free_guidance_prob
+        t5 = torch.where(drop[:, None, None], self.empty[0].to(self.device), b["t5"])
+        clip = torch.where(drop[:, None], self.empty[1].to(self.device), b["clip"])
+        pred = flow.predict(model, flow.noised(x0, noise, t), t, t5, clip)
+        return flow.sample_losses(pred, flow.velocity(x0, noise)).mean()
+
+    # --- evaluation ------------------------------------------------------------------------------------
+    def _eval_draws(self, indices: np.ndarray, shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(posterior eps, noise) of each validation sample, from its own stream: the value does not depend on
+        which rank scores the sample, and every evaluation of a run sees the same draws."""
+        eps, noise = [], []
+        for i in indices:
+            g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, EVAL_NOISE, int(i))
+            eps.append(torch.randn(shape, generator=g))
+            noise.append(torch.randn(shape, generator=g))
+        return torch.stack(eps).to(self.device), torch.stack(noise).to(self.device)
+
+    @torch.no_grad()
+    def timestep_losses(self, model: torch.nn.Module, batch: Batch, indices: np.ndarray) -> torch.Tensor:
+        """Each validation sample's loss at its own timestep k / 8 (the reference's eval_step)."""
+        b = {k: v.to(self.device).float() for k, v in batch.items() if k != "timestep"}
+        eps, noise = self._eval_draws(indices, tuple(b["mean"].shape[1:]))
+        x0 = flow.latent(b["mean"], b["logvar"], eps)
+        t = batch["timestep"].to(self.device).float() / flow.VALIDATION_TIMESTEPS
+        pred = flow.predict(model, flow.noised(x0, noise, t), t, b["t5"], b["clip"])
+        return flow.sample_losses(pred, flow.velocity(x0, noise))
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """The validation loss: each rank scores its shard once, losses summed per timestep over all ranks, then the
+        mean over the 8 timesteps of each one's mean (the reference README's algorithm); each timestep's mean is
+        logged beside it."""
+        assert self.valid is not None
+        model.eval()
+        k = flow.VALIDATION_TIMESTEPS
+        sums, counts = torch.zeros(k, dtype=torch.float64), torch.zeros(k, dtype=torch.float64)
+        shard = self.dist.shard(len(self.valid))
+        for start in range(shard.start, shard.stop, EVAL_BATCH):
+            idx = np.arange(start, min(start + EVAL_BATCH, shard.stop))
+            batch = self._batch(self.valid, idx)
+            losses = self.timestep_losses(model, batch, idx).double().cpu()
+            sums.index_add_(0, batch["timestep"], losses)
+            counts.index_add_(0, batch["timestep"], torch.ones(len(idx), dtype=torch.float64))
+        model.train()
+        total = torch.tensor(self.dist.all_reduce([*sums.tolist(), *counts.tolist()]), dtype=torch.float64)
+        sums, counts = total[:k], total[k:]
+        if counts.sum() != len(self.valid):
+            raise RuntimeError(f"flux1: evaluated {counts.sum():.0f} of {len(self.valid)} validation samples")
+        per_step = {f"eval_loss_t{j}": float(sums[j] / counts[j]) for j in range(k) if counts[j]}
+        return {"eval_loss": flow.validation_loss(sums, counts), **per_step}
+
+    @torch.no_grad()
+    def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """A dry run's evaluation: the synthetic batch scored at timesteps 0/8 .. 7/8 in turn, the loss of a model
+        that has learnt nothing (about 1 + the latents' variance), never a value that meets the target as 0 would."""
+        model.eval()
+        batch = self.synthetic_batch()
+        idx = np.arange(len(batch["mean"]))
+        batch["timestep"] = torch.from_numpy(idx % flow.VALIDATION_TIMESTEPS)
+        loss = float(self.timestep_losses(model, batch, idx).mean())
+        model.train()
+        return {"eval_loss": loss}
+
+
+def lr_policy(warmup: int):
+    """torchtitan's linear_warmup_stable_decay with decay_ratio 0 as a LambdaLR factor: ``(step + 1) / warmup`` for
+    the first ``warmup`` steps, then 1."""
+
+    def factor(step: int) -> float:
+        return (step + 1) / warmup if step < warmup else 1.0
+
+    return factor
