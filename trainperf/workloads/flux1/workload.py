@@ -4,6 +4,7 @@ warm-up then a constant rate, and the validation loss over 8 fixed timesteps (fa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -209,8 +210,15 @@ class FluxWorkload(Workload):
         k = flow.VALIDATION_TIMESTEPS
         sums, counts = torch.zeros(k, dtype=torch.float64), torch.zeros(k, dtype=torch.float64)
         shard = self.dist.shard(len(self.valid))
-        for start in range(shard.start, shard.stop, EVAL_BATCH):
+        # Every rank takes as many forward passes as the largest shard needs: FSDP gathers each block's shards from
+        # all ranks, so a rank with one sample fewer scores sample 0 once more and drops it.
+        passes = math.ceil(math.ceil(len(self.valid) / self.dist.world_size) / EVAL_BATCH)
+        for n in range(passes):
+            start = shard.start + n * EVAL_BATCH
             idx = np.arange(start, min(start + EVAL_BATCH, shard.stop))
+            if not len(idx):
+                self.timestep_losses(model, self._batch(self.valid, np.array([0])), np.array([0]))
+                continue
             batch = self._batch(self.valid, idx)
             losses = self.timestep_losses(model, batch, idx).double().cpu()
             sums.index_add_(0, batch["timestep"], losses)
