@@ -69,6 +69,8 @@ def test_list_shows_the_round_asked_for():
     moe = [line.split()[:3] for line in current.stdout.splitlines() if line.split()[:1] == ["gpt_oss_20b"]]
     assert moe == [["gpt_oss_20b", "mini", "not"], ["gpt_oss_20b", "reference", "ready"]]
     assert "3.34" in rows["gpt_oss_20b"]
+    flux = [line.split()[:3] for line in current.stdout.splitlines() if line.split()[:1] == ["flux1"]]
+    assert flux == [["flux1", "mini", "not"], ["flux1", "reference", "ready"]] and "0.586" in rows["flux1"]
 
 
 def test_list_json_and_a_bad_round():
