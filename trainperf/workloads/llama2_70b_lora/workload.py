@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from trainperf import seeds
 from trainperf.contract.workload import TorchState, Workload
 from trainperf.errors import DataError
+from trainperf.workloads.common.fsdp import copy_into, shard_units
 from trainperf.workloads.common.llm.model import Decoder
 from trainperf.workloads.llama2_70b_lora import checkpoint, reference
 from trainperf.workloads.llama2_70b_lora.model import FLAVOURS, LORA_TARGETS
@@ -103,14 +104,7 @@ class LoraWorkload(Workload):
         each rank allocates its shards and reads them: base weights from the checkpoint (a dry run: random), the
         adapters as peft initializes them (A: Kaiming-uniform, B: zeros), the same on every rank."""
         if self.dist.distributed:
-            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-            mp = MixedPrecisionPolicy()
-            if self.device.type == "cuda":
-                mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-            for block in model.layers:  # type: ignore[union-attr]
-                fully_shard(block, mp_policy=mp)
-            fully_shard(model, mp_policy=mp)
+            shard_units(model, model.layers, self.device)  # type: ignore[arg-type]
         model.to_empty(device=self.device)
         model.reset_rope()  # type: ignore[operator]
         self._fill(model)
@@ -131,7 +125,7 @@ class LoraWorkload(Workload):
                 full = torch.ones(p.shape)  # a dry run reads no checkpoint: norms at 1, matrices N(0, 0.02)
             else:
                 full = torch.empty(p.shape).normal_(0.0, self.args.init_std, generator=g)
-            _copy_into(p, full)
+            copy_into(p, full)
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         """AdamW over the adapters alone (every one decayed, as transformers' Trainer decays all but biases and
@@ -219,17 +213,6 @@ class LoraWorkload(Workload):
         loss = float(self.loss(model, self.synthetic_batch()))
         model.train()
         return {"eval_loss": loss}
-
-
-def _copy_into(p: torch.Tensor, full: torch.Tensor) -> None:
-    """``full`` (the whole tensor, on the CPU) into the parameter ``p``, or into this rank's shard of it."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    if isinstance(p, DTensor):
-        local = distribute_tensor(full.to(p.dtype), p.device_mesh, p.placements, src_data_rank=None).to_local()
-        p.to_local().copy_(local)
-    else:
-        p.copy_(full.to(p.dtype))
 
 
 def lr_policy(r: Any):
