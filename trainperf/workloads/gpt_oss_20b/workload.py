@@ -53,14 +53,14 @@ class GptOssWorkload(LlamaWorkload):
     def expert_balance(self, model: torch.nn.Module) -> dict[str, float]:
         """The most-loaded expert's tokens over the mean expert's (1.0: perfectly balanced; ``n_experts / top_k``:
         every token to the same k), counted over all ranks since the counts last restarted: the worst layer's and the
-        mean over layers. The counts then restart (a bias-balanced flavour restarts them after every step)."""
+        mean over layers. The counts then restart (apart from those a bias-balanced flavour moves its biases by)."""
         layers = [m for m in model.modules() if isinstance(m, MoE)]
         if not layers:
             return {}
-        counts = np.array(self.dist.all_reduce([c for m in layers for c in m.tokens_per_expert.tolist()]))
+        counts = np.array(self.dist.all_reduce([c for m in layers for c in m.tokens_seen.tolist()]))
         counts = counts.reshape(len(layers), -1)
         for m in layers:
-            m.tokens_per_expert.zero_()
+            m.tokens_seen.zero_()
         if counts.sum() == 0:
             return {}
         ratio = counts.max(1) / np.maximum(counts.mean(1), 1e-12)

@@ -22,20 +22,12 @@ The reference's names and the decoder's (``trainperf/workloads/common/llm/model.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from trainperf.errors import DataError
+from trainperf.workloads.common.llm.hf_checkpoint import CONFIG, INDEX, Checkpoint, header, locate, read_json, write
 from trainperf.workloads.common.llm.model import DecoderArgs
 
-CONFIG, INDEX, SINGLE = "config.json", "model.safetensors.index.json", "model.safetensors"
-PICKLES = ("pytorch_model.bin", "pytorch_model-*.bin", "*.pt", "*.pth", "*.ckpt")
-MAX_JSON_BYTES = 16 * 2**20  # the 70B's index is 60 kB
-SAFE_FIX = (
-    "trainperf reads safetensors only (a pickle can run code when loaded): convert the checkpoint on a machine you "
-    "trust, e.g. transformers' model.save_pretrained(folder, safe_serialization=True)"
-)
 # config.json's keys and the flavour's fields they must equal (Hugging Face's LlamaConfig names).
 CONFIG_FIELDS = {
     "hidden_size": "dim",
@@ -89,70 +81,11 @@ def reference_names(ours: str) -> list[str]:
     return [p + n for n in parts[rest]]
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    folder: Path
-    files: dict[str, Path]  # tensor name -> the safetensors file holding it
-
-
-def _json(path: Path) -> dict:
-    if path.stat().st_size > MAX_JSON_BYTES:
-        raise DataError(f"{path}: over {MAX_JSON_BYTES // 2**20} MiB, larger than any model's {path.name}")
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: not JSON ({e}); copy the checkpoint's {path.name} again") from None
-    if not isinstance(value, dict):
-        raise DataError(f"{path}: expected a JSON object")
-    return value
-
-
-def locate(folder: Path) -> Checkpoint:
-    """The checkpoint's safetensors files and which tensor each holds (from the index, or the one file's header)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise DataError(f"{folder}: no base model checkpoint; place the reference's Llama2-70b-fused-qkv-mlperf there")
-    if not (folder / SINGLE).is_file() and not (folder / INDEX).is_file():
-        pickles = [p.name for pattern in PICKLES for p in folder.glob(pattern)]
-        if pickles:
-            raise DataError(f"{folder / pickles[0]}: a PyTorch pickle, not safetensors; {SAFE_FIX}")
-        raise DataError(f"{folder}: neither {INDEX} nor {SINGLE}; the base checkpoint is a folder of safetensors")
-    if (folder / INDEX).is_file():
-        weight_map = _json(folder / INDEX).get("weight_map")
-        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-            raise DataError(f"{folder / INDEX}: no weight_map of tensor names to files")
-        files = {}
-        for name, file in weight_map.items():
-            path = folder / file
-            if Path(file).name != file or not file.endswith(".safetensors"):
-                raise DataError(f"{folder / INDEX}: {name} lies in {file!r}, not a .safetensors file of the folder")
-            files[name] = path
-        return Checkpoint(folder, files)
-    return Checkpoint(folder, {name: folder / SINGLE for name in _header(folder / SINGLE)})
-
-
-def _header(path: Path) -> dict[str, tuple[int, ...]]:
-    """Names and shapes of a safetensors file's tensors (its header only: no tensor is read)."""
-    from safetensors import safe_open
-
-    if not path.is_file():
-        raise DataError(f"{path}: missing; the checkpoint's index names it")
-    with path.open("rb") as f:
-        head = f.read(8)
-    if head[:2] == b"PK" or head[:1] == b"\x80":
-        raise DataError(f"{path}: a PyTorch pickle (zip or pickle stream) named .safetensors; {SAFE_FIX}")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (safe_open is no dict)
-    except Exception as e:  # safetensors raises its own SafetensorError for a damaged header
-        raise DataError(f"{path}: not a safetensors file ({e}); copy the checkpoint again") from None
-
-
 def check(folder: Path, args: DecoderArgs) -> Checkpoint:
     """Untimed: the checkpoint holds exactly the tensors of a decoder of ``args``, in their shapes (headers only)."""
-    ckpt = locate(folder)
+    ckpt = locate(folder, "the reference's Llama2-70b-fused-qkv-mlperf")
     if (ckpt.folder / CONFIG).is_file():
-        config = _json(ckpt.folder / CONFIG)
+        config = read_json(ckpt.folder / CONFIG)
         for key, field in CONFIG_FIELDS.items():
             if key in config and config[key] != getattr(args, field):
                 raise DataError(
@@ -170,7 +103,7 @@ def check(folder: Path, args: DecoderArgs) -> Checkpoint:
     if extra:
         raise DataError(f"{ckpt.folder}: tensor {extra[0]} is not part of the model; give the reference's checkpoint")
     for path in sorted(set(ckpt.files.values())):
-        for name, shape in _header(path).items():
+        for name, shape in header(path).items():
             if name in want and shape != want[name]:
                 raise DataError(
                     f"{path}: {name} has shape {list(shape)}, the model's is {list(want[name])}; the checkpoint is "
@@ -193,19 +126,4 @@ def full_tensor(ckpt: Checkpoint, ours: str):
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def write(folder: Path, tensors: dict, config: dict, *, shards: int = 2) -> None:
-    """A checkpoint folder in the reference's layout (``config.json``, ``shards`` safetensors files and the index);
-    ``tensors`` by the reference's names. For fixtures and tests."""
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    names = list(tensors)
-    weight_map = {}
-    for k in range(shards):
-        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
-        part = {n: tensors[n].contiguous() for n in names[k::shards]}
-        save_file(part, str(folder / file), metadata={"format": "pt"})
-        weight_map |= dict.fromkeys(part, file)
-    (folder / INDEX).write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1), encoding="utf-8")
-    (folder / CONFIG).write_text(json.dumps(config, indent=1), encoding="utf-8")
+__all__ = ["CONFIG", "INDEX", "Checkpoint", "check", "expected", "full_tensor", "locate", "reference_names", "write"]

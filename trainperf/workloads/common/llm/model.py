@@ -21,19 +21,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from trainperf.workloads.common.llm.mla import MLAArgs, MultiLatentAttention
 from trainperf.workloads.common.llm.moe import MoE, MoEArgs
-
-
-@dataclass(frozen=True, kw_only=True)
-class RopeScaling:
-    """Llama 3.1's adjustment of the rotary frequencies for long contexts: wavelengths longer than
-    ``original_max_position / low_freq_factor`` are divided by ``factor``, those shorter than
-    ``original_max_position / high_freq_factor`` kept, and those between interpolated smoothly."""
-
-    factor: float = 8.0
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    original_max_position: int = 8192
+from trainperf.workloads.common.llm.rope import RopeScaling, YarnScaling, frequencies, rotate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +36,7 @@ class DecoderArgs:
     vocab_size: int
     max_seq_len: int
     rope_theta: float = 500_000.0
-    rope_scaling: RopeScaling | None = None
+    rope_scaling: RopeScaling | YarnScaling | None = None
     norm_eps: float = 1e-5
     init_std: float = 0.02
     # Megatron's scaled initialization: the projections that write into the residual stream (attention output and
@@ -62,6 +52,14 @@ class DecoderArgs:
     # window_size (w, 0) and window_attn_skip_freq list); () : every layer attends to all earlier tokens.
     sliding_window: int | None = None
     window_layers: tuple[int, ...] = ()
+    # Multi-head latent attention (common/llm/mla.py) in place of grouped-query attention; None: GQA.
+    mla: MLAArgs | None = None
+    # The first ``dense_layers`` blocks keep the dense SwiGLU of ``ffn_dim`` where the rest are MoE (DeepSeek-V3: 3).
+    dense_layers: int = 0
+    # Multi-token prediction (DeepSeek-V3, Megatron's mtp_num_layers 1): one more block predicts the token after
+    # next; its cross-entropy, times ``mtp_loss_scale``, is added to the training loss (not to the evaluation).
+    mtp_layers: int = 0
+    mtp_loss_scale: float = 0.0
 
     def __post_init__(self) -> None:
         split = self.kv_channels is not None or self.dim % self.n_heads == 0
@@ -74,6 +72,11 @@ class DecoderArgs:
     @property
     def head_dim(self) -> int:
         return self.kv_channels if self.kv_channels is not None else self.dim // self.n_heads
+
+    @property
+    def rope_dim(self) -> int:
+        """The rotated width of a head: all of it, or MLA's rotary part."""
+        return self.mla.rope_head_dim if self.mla is not None else self.head_dim
 
     def window(self, layer: int) -> int | None:
         """The attention window of block ``layer`` (None: all earlier tokens)."""
@@ -135,24 +138,8 @@ RESIDUAL_WRITERS = ("attention.out.weight", "down.weight", "experts.down")  # sc
 
 
 def rope_frequencies(args: DecoderArgs) -> torch.Tensor:
-    """The rotary angular frequencies of one head (``head_dim / 2`` of them), Llama 3.1's adjustment applied."""
-    freqs = 1.0 / args.rope_theta ** (torch.arange(0, args.head_dim, 2, dtype=torch.float64) / args.head_dim)
-    s = args.rope_scaling
-    if s is None:
-        return freqs.float()
-    wavelen = 2 * math.pi / freqs
-    low_wavelen = s.original_max_position / s.low_freq_factor
-    high_wavelen = s.original_max_position / s.high_freq_factor
-    smooth = (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
-    between = (1 - smooth) * freqs / s.factor + smooth * freqs
-    out = torch.where(wavelen > low_wavelen, freqs / s.factor, torch.where(wavelen < high_wavelen, freqs, between))
-    return out.float()
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding in the half-split layout (the first and second halves of a head are the pairs)."""
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+    """The rotary angular frequencies of one head (``rope_dim / 2`` of them), the flavour's scaling applied."""
+    return frequencies(args.rope_dim, args.rope_theta, args.rope_scaling)
 
 
 class Attention(nn.Module):
@@ -168,8 +155,8 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = self.qkv(x).split([self.n_heads * self.head_dim, *[self.n_kv * self.head_dim] * 2], dim=-1)
-        q = _rotate(q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
-        k = _rotate(k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
+        q = rotate(q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
+        k = rotate(k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
         v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         gqa = self.n_kv != self.n_heads
         if self.window is None or self.window >= t - 1:
@@ -196,12 +183,16 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, a: DecoderArgs, window: int | None = None) -> None:
+    def __init__(self, a: DecoderArgs, window: int | None = None, *, dense: bool = False) -> None:
         super().__init__()
         self.attention_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
-        self.attention = Attention(a, window)
+        if a.mla is None:
+            self.attention: nn.Module = Attention(a, window)
+        else:
+            yarn = a.rope_scaling if isinstance(a.rope_scaling, YarnScaling) else None
+            self.attention = MultiLatentAttention(a.dim, a.n_heads, a.mla, norm_eps=a.norm_eps, yarn=yarn)
         self.ffn_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
-        self.feed_forward = FeedForward(a) if a.moe is None else MoE(a.dim, a.moe)
+        self.feed_forward = FeedForward(a) if a.moe is None or dense else MoE(a.dim, a.moe)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -215,11 +206,14 @@ class Decoder(nn.Module):
         super().__init__()
         self.args = args
         self.embedding = nn.Embedding(args.vocab_size, args.dim)
-        self.layers = nn.ModuleList(Block(args, args.window(i)) for i in range(args.n_layers))
+        self.layers = nn.ModuleList(
+            Block(args, args.window(i), dense=i < args.dense_layers) for i in range(args.n_layers)
+        )
         self.norm = nn.RMSNorm(args.dim, eps=args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
-        self.register_buffer("rope_cos", torch.empty(args.max_seq_len, args.head_dim // 2), persistent=False)
-        self.register_buffer("rope_sin", torch.empty(args.max_seq_len, args.head_dim // 2), persistent=False)
+        self.mtp = MultiTokenPrediction(args) if args.mtp_layers else None
+        self.register_buffer("rope_cos", torch.empty(args.max_seq_len, args.rope_dim // 2), persistent=False)
+        self.register_buffer("rope_sin", torch.empty(args.max_seq_len, args.rope_dim // 2), persistent=False)
         self.reset_rope()
         self.reset_parameters()
 
@@ -244,18 +238,51 @@ class Decoder(nn.Module):
             else:
                 nn.init.normal_(p, 0.0, out_std if name.endswith(RESIDUAL_WRITERS) else std)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The logits; with ``labels`` (the next tokens) and multi-token prediction, also its loss: position i
+        sees the embedding of token i+1 (``labels[:, i]``) and predicts token i+2 (``labels[:, i+1]``); the last
+        position has no target (Megatron's ``roll_tensor`` masks it)."""
         t = tokens.shape[1]
         if t > self.args.max_seq_len:
             raise ValueError(f"decoder: a sequence of {t} tokens is longer than the model's {self.args.max_seq_len}")
         cos, sin = self.rope_cos[:t], self.rope_sin[:t]
         x = self.embedding(tokens)
         for layer in self.layers:
-            if self.args.checkpoint_activations and self.training:
-                x = checkpoint(layer, x, cos, sin, use_reentrant=False)
-            else:
-                x = layer(x, cos, sin)
-        return self.output(self.norm(x))
+            x = self._block(layer, x, cos, sin)
+        h = self.norm(x)
+        logits = self.output(h)
+        if labels is None or self.mtp is None:
+            return logits
+        # Megatron hands the multi-token prediction layer the decoder's output after its final norm
+        m = self.mtp(h, self.embedding(labels), lambda block, y: self._block(block, y, cos, sin))
+        mtp_logits = self.output(m[:, :-1])
+        return logits, F.cross_entropy(mtp_logits.float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
+
+    def _block(self, layer: nn.Module, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if self.args.checkpoint_activations and self.training:
+            return checkpoint(layer, x, cos, sin, use_reentrant=False)
+        return layer(x, cos, sin)
+
+
+class MultiTokenPrediction(nn.Module):
+    """DeepSeek-V3's multi-token prediction module of depth 1 (Megatron's ``MultiTokenPredictionLayer``): the next
+    token's embedding and the decoder's hidden state, each RMS-normed, concatenated in that order and projected back
+    to the model's width (``eh_proj``), one more block (MoE, like the decoder's last), a final norm; the decoder's
+    embedding and output layer are shared."""
+
+    def __init__(self, a: DecoderArgs) -> None:
+        super().__init__()
+        self.enorm = nn.RMSNorm(a.dim, eps=a.norm_eps)
+        self.hnorm = nn.RMSNorm(a.dim, eps=a.norm_eps)
+        self.eh_proj = nn.Linear(2 * a.dim, a.dim, bias=False)
+        self.block = Block(a)
+        self.norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
+
+    def forward(self, hidden: torch.Tensor, next_embedding: torch.Tensor, run_block) -> torch.Tensor:
+        x = self.eh_proj(torch.cat((self.enorm(next_embedding), self.hnorm(hidden)), -1))
+        return self.norm(run_block(self.block, x))
 
 
 def next_token_loss(model: nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,10 @@ Routing follows Megatron-Core's ``TopKRouter`` (``moe/router.py``, ``moe/moe_uti
 - ``softmax`` scores: top-k of the logits, then a softmax over the k chosen (``pre_softmax=False``, GPT-OSS), or a
   softmax over all experts, then their top-k (``pre_softmax=True``);
 - ``sigmoid`` scores (DeepSeek-V3): the k highest sigmoids, divided by their sum;
-- both then multiplied by ``top_k_scaling`` (DeepSeek-V3: 2.5).
+- both then multiplied by ``top_k_scaling`` (DeepSeek-V3: 2.5);
+- group-limited choice (DeepSeek-V3: 8 groups of 32 experts, 4 groups kept): the experts split into ``n_groups``
+  consecutive groups, each group scored by the sum of its ``top_k / group_top_k`` highest scores, and the k experts
+  chosen among the ``group_top_k`` best groups only (Megatron's ``group_limited_topk``).
 Balancing: the Switch/GShard auxiliary loss ``coeff * E * sum_e f_e * P_e`` (over the batch, or per sequence and
 averaged as Megatron's ``seq_aux_loss``), added to the gradient only (the logged loss stays the language-model loss,
 as Megatron's ``MoEAuxLossAutoScaler`` does); or DeepSeek-V3's auxiliary-loss-free balancing, a per-expert bias
@@ -41,6 +44,8 @@ class MoEArgs:
     aux_loss_coeff: float = 0.0  # 0: no auxiliary loss
     aux_loss_per_sequence: bool = False  # Megatron's seq_aux_loss (each sequence balanced, then averaged)
     expert_bias_update_rate: float = 0.0  # > 0: DeepSeek-V3's bias-based balancing
+    n_groups: int = 1  # group-limited routing (Megatron's moe_router_num_groups); 1: every expert is a candidate
+    group_top_k: int = 1  # the groups kept (moe_router_group_topk)
 
     def __post_init__(self) -> None:
         if not 1 <= self.top_k <= self.n_experts or self.score_function not in SCORE_FUNCTIONS:
@@ -48,6 +53,29 @@ class MoEArgs:
                 f"moe: top_k {self.top_k} must lie in 1..n_experts ({self.n_experts}) and the score function be one "
                 f"of {SCORE_FUNCTIONS}, not {self.score_function!r}"
             )
+        if (
+            self.n_experts % self.n_groups
+            or not 1 <= self.group_top_k <= self.n_groups
+            or self.top_k % self.group_top_k
+        ):
+            raise ValueError(
+                f"moe: {self.n_experts} experts must split into {self.n_groups} groups, {self.group_top_k} of them "
+                f"kept, and top_k {self.top_k} be a multiple of the groups kept"
+            )
+
+
+def group_limited_topk(scores: torch.Tensor, m: MoEArgs) -> torch.Tensor:
+    """The chosen experts (N, k) of scores (N, E): the k best among the experts of the ``group_top_k`` groups whose
+    ``top_k / group_top_k`` best scores sum highest (all experts when there is one group)."""
+    if m.n_groups == 1:
+        return scores.topk(m.top_k, -1).indices
+    grouped = scores.view(scores.shape[0], m.n_groups, -1)
+    group_scores = grouped.topk(m.top_k // m.group_top_k, -1).values.sum(-1)  # (N, groups)
+    kept = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(
+        1, group_scores.topk(m.group_top_k, -1).indices, True
+    )
+    masked = grouped.masked_fill(~kept[..., None], float("-inf")).view_as(scores)
+    return masked.topk(m.top_k, -1).indices
 
 
 def switch_aux_loss(scores: torch.Tensor, chosen: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -118,7 +146,7 @@ class Router(nn.Module):
             choose_from = scores
         if self.expert_bias is not None:
             choose_from = choose_from + self.expert_bias  # the choice only: the weights stay the scores
-        experts = choose_from.topk(m.top_k, -1).indices
+        experts = group_limited_topk(choose_from, m)
         if m.score_function == "softmax" and not m.pre_softmax:
             weights = torch.softmax(logits.gather(-1, experts), -1)
         else:
@@ -172,7 +200,8 @@ class MoE(nn.Module):
         self.router = Router(dim, m)
         self.experts = Experts(m.n_experts, dim, m.expert_ffn_dim)
         self.shared = SharedExperts(dim, m.n_shared_experts * m.expert_ffn_dim) if m.n_shared_experts else None
-        self.register_buffer("tokens_per_expert", torch.zeros(m.n_experts), persistent=False)
+        self.register_buffer("tokens_per_expert", torch.zeros(m.n_experts), persistent=False)  # for the bias
+        self.register_buffer("tokens_seen", torch.zeros(m.n_experts), persistent=False)  # for the load reported
         self.group: dist.ProcessGroup | None = None  # expert parallelism (None: the default group) over ep_size ranks
         self.ep_size = 1
 
@@ -197,6 +226,7 @@ class MoE(nn.Module):
         counts = torch.bincount(chosen, minlength=self.m.n_experts)
         if self.training:
             self.tokens_per_expert += counts.detach().to(self.tokens_per_expert.dtype)
+            self.tokens_seen += counts.detach().to(self.tokens_seen.dtype)
         routed = flat[order // self.m.top_k]
         if self.ep_size == 1:
             routed = self.experts(routed, counts.tolist())
@@ -243,9 +273,9 @@ def update_expert_bias(model: nn.Module) -> None:
 
 
 def expert_load(model: nn.Module) -> list[list[float]]:
-    """Each MoE layer's share of the tokens counted per expert since the counts last restarted."""
+    """Each MoE layer's share of the training tokens counted per expert since the load was last reported."""
     return [
-        (layer.tokens_per_expert / layer.tokens_per_expert.sum().clamp(min=1)).tolist()
+        (layer.tokens_seen / layer.tokens_seen.sum().clamp(min=1)).tolist()
         for layer in model.modules()
         if isinstance(layer, MoE)
     ]
