@@ -92,7 +92,7 @@ def test_minigo_smoke_run_self_plays_two_generations_from_the_bootstrap_and_play
     first = _smoke("minigo", out)
     folder = out / "smoke-data" / "minigo" / "reference"
     assert (folder / "bootstrap.safetensors").is_file() and (folder / "target.safetensors").is_file()
-    assert (first["train_samples"], first["eval_samples"]) == (4, 2)  # 4 games a generation, 2 evaluation games
+    assert (first["train_samples"], first["eval_samples"]) == (2, 2)  # 2 games a generation, 2 evaluation games
     [log] = list((out / "results").rglob("result_0.txt"))
     records = read_mllog(log)
     [evaluation] = [r for r in records if r["key"] == "eval_accuracy"]
@@ -101,7 +101,7 @@ def test_minigo_smoke_run_self_plays_two_generations_from_the_bootstrap_and_play
     assert details["games"] == 2 and details["black_games"] == 1  # each colour once
     res = check_log(log)
     assert res.scale == "reference" and res.ruleset == "2.0.0" and not res.passed
-    # A smoke run plays 4 games a generation, not the rules' 8192: besides the target (which two games
+    # A smoke run plays 2 games a generation, not the rules' 8192: besides the target (which two games
     # may meet by chance), the log fails exactly the two games-per-generation checks, honestly logged.
     games_checks = [p for p in res.problems if "selfplay_games_per_generation" in p]
     assert len(games_checks) == 2 and all("8192" in p for p in games_checks)

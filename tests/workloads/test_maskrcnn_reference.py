@@ -329,3 +329,8 @@ def test_decay_steps_follow_the_batch_and_are_logged(tmp_path):
     )
     w.recipe = dataclasses.replace(w.recipe, opt_learning_rate_decay_steps=(16500, 22000))  # given: used as given
     assert w.hparams()["opt_learning_rate_decay_steps"] == [16500, 22000]
+
+
+def test_the_optimizer_is_logged_by_the_references_name(tmp_path):
+    """tools/train_mlperf.py:129 logs opt_name "sgd_with_momentum" (MLPerf v2.0 maskrcnn); so does trainperf."""
+    assert dry_workload("maskrcnn", "reference", tmp_path).hparams()["opt_name"] == "sgd_with_momentum"

@@ -191,12 +191,13 @@ def smoke_workload(tmp_path, *, fixture: bool = True) -> MiniGoWorkload:
 
 def test_generation_one_trains_on_the_bootstrap_games_played_before_the_run(tmp_path, monkeypatch):
     """init_from_checkpoint.py copies the checkpoint's games before the clock; the loop's first step trains
-    on them. Here the games file is written beforehand, read by load_data, and generation 1 plays nothing."""
+    on them. Here the games file (the smoke window: 2 generations of 2 games) is written beforehand, read by
+    load_data, and generation 1 plays nothing."""
     w = smoke_workload(tmp_path)
     w.prepare()
     w.load_data()
     boot = w.bootstrap_games
-    assert boot is not None and boot.games == 4 and len(boot.outcome) > 0
+    assert boot is not None and [g.games for g in boot] == [2, 2] and all(len(g.outcome) for g in boot)
     played: list[int] = []
     real = ref.self_play
 
@@ -207,11 +208,12 @@ def test_generation_one_trains_on_the_bootstrap_games_played_before_the_run(tmp_
     monkeypatch.setattr(ref, "self_play", counting)
     model = w.build_model()
     hp = w.hparams()
-    assert hp["trainperf_bootstrap_games"] == 4 and hp["trainperf_bootstrap_examples"] == len(boot.outcome)
+    assert hp["trainperf_bootstrap_games"] == 4 and hp["trainperf_bootstrap_generations"] == 2
+    assert hp["trainperf_bootstrap_examples"] == sum(len(g.outcome) for g in boot)
     list(w.generation_batches(model, 1))
-    assert played == [] and w.window == [boot]  # no self-play on the clock in generation 1
+    assert played == [] and w.window == boot  # no self-play on the clock in generation 1
     list(w.generation_batches(model, 2))
-    assert played == [4] and len(w.window) == 2  # generation 2 plays with the model generation 1 trained
+    assert played == [2] and len(w.window) == 2 and w.window[0] is boot[1]  # the oldest generation left
 
 
 def test_a_missing_bootstrap_games_file_is_refused_before_the_clock(tmp_path):

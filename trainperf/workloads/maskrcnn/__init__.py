@@ -16,6 +16,7 @@ from trainperf.workloads.common.detection import MINI_SCENES
 from trainperf.workloads.common.recipes import ONE_CYCLE_KEYS, OneCycleAdamWRecipe
 
 REFERENCE_KEYS = (
+    "opt_name",  # logged as the reference logs it: "sgd_with_momentum" (tools/train_mlperf.py:129)
     "opt_base_learning_rate",
     "opt_learning_rate_warmup_steps",
     "opt_learning_rate_warmup_factor",

@@ -91,6 +91,8 @@ class MaskRCNNWorkload(DetectionWorkload):
         values = super().hparams()
         if "opt_learning_rate_decay_steps" in self.spec.hparam_keys:  # the reference's keys name it
             values["opt_learning_rate_decay_steps"] = list(self.decay_steps)  # what the schedule uses
+        if values.get("opt_name") == "sgd":  # momentum SGD, by the name the reference logs (tools/train_mlperf.py:129)
+            values["opt_name"] = "sgd_with_momentum"
         return values
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:

@@ -133,9 +133,11 @@ REFERENCE_RECIPE = ReferenceRecipe(
     eval_games=256,
 )
 
-# A reference smoke run (`--smoke`): the same code on two tiny generations (what changes is only sizes).
+# A reference smoke run (`--smoke`): the same code on two tiny generations (what changes is only sizes): a
+# window of 2 generations of 2 games (the bootstrap window's 4 games; generation 2 replaces the older one).
 SMOKE_OVERRIDES = {
-    "min_selfplay_games_per_generation": 4,
+    "min_selfplay_games_per_generation": 2,
+    "window_generations": 2,
     "num_readouts": 8,
     "fastplay_readouts": 4,
     "fastplay_frequency": 0.5,

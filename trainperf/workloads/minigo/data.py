@@ -64,5 +64,5 @@ def write_smoke_fixture(root: Path) -> str:
             write_bootstrap_games(root / BOOTSTRAP_GAMES_FILE, model, recipe)
     return (
         f"{BOOTSTRAP_FILE} and {TARGET_FILE}: the v2.0 network (TF names and layouts), seeded random weights; "
-        f"{BOOTSTRAP_GAMES_FILE}: the bootstrap model's games of the smoke recipe"
+        f"{BOOTSTRAP_GAMES_FILE}: the bootstrap model's games of the smoke recipe, a window of generations"
     )

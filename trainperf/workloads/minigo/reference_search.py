@@ -29,9 +29,15 @@ and its flags (``ml_perf/flags/19/selfplay.flags``, ``eval.flags``), in Python o
   ``max_resign_threshold``) = [-1, -0.9); ``disable_resign_pct`` (0) of the games never resign. A player
   resigns when its root value falls below the threshold.
 - **Evaluation** (``eval.flags``): 100 readouts, no noise, no soft pick, no resignation.
+- **Pass-alive areas** (``passalive.py``, Benson's algorithm as ``cc/position.cc`` has it): once a player's
+  opponent has passed ``restrict_pass_alive_play_threshold`` (4) times in a row (the count latches), its most
+  visited move is chosen outside pass-alive areas and its policy target loses their visits
+  (``MaybePlayMove``, ``PickMove``, ``ReshapeFinalVisits``); in evaluation always (``SuggestMove``). From
+  move ``size * ((size + 2) // 3)`` on, a game whose whole board is pass-alive is ended by passes.
+- **Ties** of the most visited move go to the higher action score (``GetMostVisitedMove``).
 
-Games end by two passes (Tromp-Taylor score), resignation, or the move cap (the reference's pass-alive
-rules are not made here: README.md, "Conformance").
+Games end by two passes, resignation, or the move cap; every score counts pass-alive areas for their owner
+(``Position::CalculateScore``, ``passalive.score``).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from trainperf.workloads.minigo import passalive
 from trainperf.workloads.minigo.features import HistoryPosition, mlperf07_planes
 from trainperf.workloads.minigo.go import BLACK, PASS, WHITE, Position, playout_moves
 
@@ -71,6 +78,7 @@ class SearchConfig:
     max_resign_threshold: float = -0.9
     disable_resign_pct: float = 0.0
     max_game_moves: int = 722  # 2 * N * N
+    restrict_pass_alive_play_threshold: int = 4  # cc/concurrent_selfplay.cc:109
 
 
 # --- the network, batched, under board symmetries -----------------------------------------------------
@@ -137,6 +145,7 @@ class Node:
         "pending",
         "N",
         "W",
+        "final",
     )
 
     def __init__(self, pos: Position, max_moves: int, first_play: float = 0.0) -> None:
@@ -148,6 +157,7 @@ class Node:
         self.pending = False  # queued for evaluation in this round
         self.N = 0
         self.W = first_play
+        self.final: float | None = None  # a terminal node's value, scored once
 
     def expand(self, priors: np.ndarray, value: float, cfg: SearchConfig) -> None:
         points = playout_moves(self.pos, fill_own_eyes=cfg.fill_own_eyes)
@@ -163,8 +173,11 @@ class Node:
         self.w = np.full(len(moves), self.fpu)
 
     def terminal_value(self) -> float:
-        black_wins = self.pos.score() > 0
-        return 1.0 if black_wins == (self.pos.to_play == BLACK) else -1.0
+        """+1 or -1 for the player to move, by the reference's score (pass-alive areas counted)."""
+        if self.final is None:
+            black_wins = passalive.score(self.pos) > 0
+            self.final = 1.0 if black_wins == (self.pos.to_play == BLACK) else -1.0
+        return self.final
 
     def action_scores(self) -> np.ndarray:
         """``Q + U`` of every move: ``U = U_scale sqrt(max(1, N - 1)) P / (1 + n)``, N the node's visits."""
@@ -267,11 +280,26 @@ def search(
             _backup(node, path, float(v), virtual=True)
 
 
-def prune_visits(root: Node) -> np.ndarray:
+def most_visited(root: Node, allowed: np.ndarray | None = None) -> int:
+    """The most visited of the ``allowed`` moves (all when None), ties to the higher action score
+    ``Q + U_scale sqrt(1 + N) P / (1 + n)`` (``MctsNode::GetMostVisitedMove``; the first of equal scores)."""
+    n = root.n if allowed is None else np.where(allowed, root.n, -1.0)
+    tied = np.flatnonzero(n == n.max())
+    if len(tied) == 1:
+        return int(tied[0])
+    u_scale = 2.0 * (math.log((1.0 + root.N + UCT_BASE) / UCT_BASE) + UCT_INIT)
+    scores = root.w[tied] / (1 + root.n[tied]) + u_scale * math.sqrt(1.0 + root.N) * root.prior[tied] / (
+        1 + root.n[tied]
+    )
+    return int(tied[int(np.argmax(scores))])
+
+
+def prune_visits(root: Node, restrict_pass_alive: bool = False) -> np.ndarray:
     """``ReshapeFinalVisits``: each move's visits cut to the fewest that keep its action score below the
-    best move's (the best move keeps all of its visits)."""
+    best move's (the best move keeps all of its visits). With ``restrict_pass_alive`` the points in pass-alive
+    areas lose all theirs, and when no visit is left pass gets one."""
     n = root.n.copy()
-    best = int(np.argmax(n))
+    best = most_visited(root)
     u_scale = 2.0 * (math.log((1.0 + root.N + UCT_BASE) / UCT_BASE) + UCT_INIT)
     u_common = u_scale * math.sqrt(1.0 + root.N)
     q = root.w / (1 + n)
@@ -281,6 +309,10 @@ def prune_visits(root: Node) -> np.ndarray:
         needed = np.where(gap > 0, np.floor(u_scale * root.prior * math.sqrt(root.N) / gap), 0.0)
     out = np.clip(np.minimum(n, needed), 0, None)
     out[best] = n[best]
+    if restrict_pass_alive:
+        out[~passalive.outside_pass_alive(root)] = 0.0
+        if not out.any():
+            out[root.index[PASS]] = 1.0
     return out
 
 
@@ -296,14 +328,15 @@ def search_policy(root: Node, visits: np.ndarray, cfg: SearchConfig | None = Non
     return pi
 
 
-def pick(root: Node, cfg: SearchConfig, rng: np.random.Generator | None) -> int:
-    """Soft pick (visits^0.98, points only) before the cutoff in self-play, else the most visited move."""
+def pick(root: Node, cfg: SearchConfig, rng: np.random.Generator | None, restrict_pass_alive: bool = False) -> int:
+    """Soft pick (visits^0.98, points only) before the cutoff in self-play, else the most visited move, outside
+    pass-alive areas when ``restrict_pass_alive`` (``MctsTree::PickMove``; the soft pick is never restricted)."""
     if rng is not None and root.pos.moves < cfg.soft_pick_cutoff:
         weights = np.where(root.moves == PASS, 0.0, root.n**cfg.policy_softmax_temp)
         if weights.sum() > 0:
             return int(rng.choice(len(weights), p=weights / weights.sum()))
         return int(np.flatnonzero(root.moves == PASS)[0])
-    return int(np.argmax(root.n))
+    return most_visited(root, passalive.outside_pass_alive(root) if restrict_pass_alive else None)
 
 
 # --- self-play --------------------------------------------------------------------------------------
@@ -326,7 +359,8 @@ def self_play(evaluate: Evaluator, *, games: int, size: int, komi: float, cfg: S
     As ``cc/concurrent_selfplay.cc``: a game's first move is a full move; after each move the next is a
     fast one with probability ``fastplay_frequency``. The chosen move's subtree is the next root (tree
     reuse), except before a full move when fast moves are on, whose search starts from a fresh root
-    (``ClearSubtrees``)."""
+    (``ClearSubtrees``). Each game counts each colour's consecutive passes (latched at
+    ``restrict_pass_alive_play_threshold``) to restrict the other's moves (``MaybePlayMove``)."""
     rng = np.random.default_rng(seed)
     thresholds = rng.uniform(cfg.min_resign_threshold, cfg.max_resign_threshold, games)
     resign_on = rng.random(games) >= cfg.disable_resign_pct
@@ -335,6 +369,7 @@ def self_play(evaluate: Evaluator, *, games: int, size: int, komi: float, cfg: S
     full = [True] * games
     records: list[list[tuple[Position, np.ndarray]]] = [[] for _ in range(games)]
     winner: list[int | None] = [None] * games  # set on resignation
+    passes = [{BLACK: 0, WHITE: 0} for _ in range(games)]
     active = [g for g in range(games)]
     moves = 0
     while active:
@@ -346,14 +381,21 @@ def self_play(evaluate: Evaluator, *, games: int, size: int, komi: float, cfg: S
             if resign_on[g] and root.q() < thresholds[g]:
                 winner[g] = WHITE if root.pos.to_play == BLACK else BLACK
                 continue
-            i = pick(root, cfg, rng)
+            me, threshold = root.pos.to_play, cfg.restrict_pass_alive_play_threshold
+            restrict = passes[g][WHITE if me == BLACK else BLACK] >= threshold
+            i = pick(root, cfg, rng, restrict)
             if full[g]:
-                visits = prune_visits(root) if cfg.target_pruning else root.n
+                visits = prune_visits(root, restrict) if cfg.target_pruning else root.n
                 records[g].append((root.pos, search_policy(root, visits, cfg)))
                 if i in root.children:  # the pruned visits stay on the reused edge, as in the reference
                     root.children[i].N = int(visits[i])
-            roots[g] = root.advance(int(root.moves[i]), max_moves)
-            moves += 1
+            move = int(root.moves[i])
+            if passes[g][me] < threshold:  # latched once it reaches the threshold
+                passes[g][me] = passes[g][me] + 1 if move == PASS else 0
+            roots[g] = root.advance(move, max_moves)
+            if passalive.whole_board_ends(roots[g]):
+                roots[g] = passalive.pass_out(roots[g], max_moves)
+            moves += roots[g].pos.moves - root.pos.moves
             if roots[g].terminal:
                 continue
             full[g] = not (cfg.fastplay_frequency > 0 and rng.random() < cfg.fastplay_frequency)
@@ -364,7 +406,7 @@ def self_play(evaluate: Evaluator, *, games: int, size: int, komi: float, cfg: S
     positions = [r.pos for r in roots]
     feats, pols, outs, black_wins = [], [], [], 0
     for g in range(games):
-        black_won = winner[g] == BLACK if winner[g] is not None else positions[g].score() > 0
+        black_won = winner[g] == BLACK if winner[g] is not None else passalive.score(positions[g]) > 0
         black_wins += black_won
         if not records[g]:
             continue
@@ -409,8 +451,9 @@ def play_match(
     seed: int,
 ) -> MatchResult:
     """``games`` games, colours alternating (we are Black in the even ones), each side searching its own
-    fresh tree with ``readouts`` readouts, no noise, no soft pick, no resignation (``eval.flags``); the
-    games differ through the random inference symmetries."""
+    fresh tree with ``readouts`` readouts, no noise, no soft pick, no resignation (``eval.flags``), never
+    into a pass-alive area (``MctsPlayer::SuggestMove``); a game whose whole board is pass-alive ends by
+    passes before the next move. The games differ through the random inference symmetries."""
     rng = np.random.default_rng(seed)
     our_color = [BLACK if g % 2 == 0 else WHITE for g in range(games)]
     max_moves = cfg.max_game_moves
@@ -426,19 +469,25 @@ def play_match(
                 for g in active
                 if not trees[side][g].terminal and (trees[side][g].pos.to_play == our_color[g]) == side
             ]
+            for g in [g for g in turn if passalive.whole_board_ends(trees[side][g])]:
+                trees[True][g], trees[False][g] = (
+                    passalive.pass_out(trees[True][g], max_moves),
+                    passalive.pass_out(trees[False][g], max_moves),
+                )
+            turn = [g for g in turn if not trees[side][g].terminal]
             if not turn:
                 continue
             roots = [trees[side][g] for g in turn]
             search(roots, [readouts] * len(turn), evaluate, cfg, rng, noise=[False] * len(turn))
             for g, root in zip(turn, roots, strict=True):
-                move = int(root.moves[pick(root, cfg, None)])
+                move = int(root.moves[pick(root, cfg, None, restrict_pass_alive=True)])
                 trees[side][g] = root.advance(move, max_moves)
                 trees[not side][g] = trees[not side][g].advance(move, max_moves)
         active = [g for g in active if not trees[True][g].terminal]
     positions = [trees[True][g].pos for g in range(games)]
     result = MatchResult(games=games)
     for g in range(games):
-        we_won = (positions[g].score() > 0) == (our_color[g] == BLACK)
+        we_won = (passalive.score(positions[g]) > 0) == (our_color[g] == BLACK)
         result.wins += we_won
         result.black_games += our_color[g] == BLACK
         result.black_wins += we_won and our_color[g] == BLACK

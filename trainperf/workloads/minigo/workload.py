@@ -50,7 +50,7 @@ MATCH_PART = 40  # evaluation games played at once (one GNU Go process each)
 class Flavour:
     """What a scale fixes beyond the recipe: which loop plays, and what a smoke run shrinks."""
 
-    # True: the MLPerf v2.0 loop (the bootstrap and target models and the bootstrap generation's games read
+    # True: the MLPerf v2.0 loop (the bootstrap and target models and the bootstrap window's games read
     # before the clock, reference_search.py's self-play in this process on the run's device, features.py's
     # planes, the recipe's value_cost_weight, evaluation against the target model); False: the mini loop
     # (mcts.py's self-play in worker processes, the loss's value term at weight 1, evaluation against GNU Go).
@@ -102,19 +102,23 @@ class MiniGoWorkload(Workload):
         # the bootstrap checkpoint's global_step and momentum (torch names), as the reference's Estimator restores them
         self.bootstrap_state: tuple[int, dict[str, torch.Tensor]] | None = None
         self._evaluations = 0  # the reference's evaluations so far: each draws its own inference symmetries
-        self.bootstrap_games: ref.Games | None = None  # the reference's generation 1: read by load_data()
+        # the reference's bootstrap window (oldest generation first), generation 1's: read by load_data()
+        self.bootstrap_games: list[ref.Games] | None = None
 
     # --- set-up (untimed) -----------------------------------------------------------------------------
     def prepare(self) -> None:
         """mini: check GNU Go and start the self-play workers. reference: read the bootstrap and target
-        models and check the bootstrap generation's games file (``bootstrap.py``)."""
+        models and check the bootstrap window's games file (``bootstrap.py``)."""
         r = self.recipe
         if self.reference:
             # Both models read (names, shapes, values checked) before the clock; self-play runs in this
             # process, batched on the run's device: no worker pool.
             folder = self.data_dir / "minigo" / "reference"
             bootstrap.check_bootstrap_games(
-                self._bootstrap_games_path, size=self.size, games=r.min_selfplay_games_per_generation
+                self._bootstrap_games_path,
+                size=self.size,
+                games=r.min_selfplay_games_per_generation,
+                generations=r.window_generations,
             )
             self.bootstrap_model = reference_gonet()
             path = Path(r.bootstrap_checkpoint or folder / bootstrap.BOOTSTRAP_FILE)
@@ -149,8 +153,8 @@ class MiniGoWorkload(Workload):
         return Path(self.recipe.bootstrap_games or folder / bootstrap.BOOTSTRAP_GAMES_FILE)
 
     def load_data(self) -> None:
-        """reference, on the clock: read the bootstrap generation's games (the v2.0 loop reads the
-        checkpoint's games on the clock too); generation 1 trains on them without self-play."""
+        """reference, on the clock: read the bootstrap window's games (the v2.0 loop reads the checkpoint's
+        games on the clock too); generation 1 trains on them without self-play."""
         if self.reference:
             self.bootstrap_games = bootstrap.read_bootstrap_games(self._bootstrap_games_path, size=self.size)
 
@@ -232,9 +236,10 @@ class MiniGoWorkload(Workload):
         }
         if self.reference:  # self-play plays exactly the recipe's games, in this process
             out["actual_selfplay_games_per_generation"] = self.recipe.min_selfplay_games_per_generation
-            if self.bootstrap_games is not None:  # logged beside: the games generation 1 trains on
-                out["trainperf_bootstrap_games"] = self.bootstrap_games.games
-                out["trainperf_bootstrap_examples"] = len(self.bootstrap_games.outcome)
+            if self.bootstrap_games is not None:  # logged beside: the window generation 1 trains on
+                out["trainperf_bootstrap_generations"] = len(self.bootstrap_games)
+                out["trainperf_bootstrap_games"] = sum(g.games for g in self.bootstrap_games)
+                out["trainperf_bootstrap_examples"] = sum(len(g.outcome) for g in self.bootstrap_games)
             out |= {k: values[k] for k in REFERENCE_DETAILS}
         else:
             out["actual_selfplay_games_per_generation"] = self._games_per_worker * self.workers
@@ -255,12 +260,13 @@ class MiniGoWorkload(Workload):
         """Self-play of ``generation`` with ``model`` (the window update), then its training batches."""
         r = self.recipe
         if self.reference:
-            # Generation 1 trains on the bootstrap games, played before any run as the v2.0 checkpoint's
-            # are; every later generation plays with the model the generation before trained.
+            # Generation 1 trains on the bootstrap window, played before any run as the v2.0 checkpoint's
+            # games are; every later generation plays with the model the generation before trained and
+            # replaces the window's oldest generation.
             games, self.bootstrap_games = self.bootstrap_games, None
             if games is None or generation != 1:
-                games = self._reference_self_play(model, generation)
-            self.window = [*self.window, games][-r.window_generations :]
+                games = [self._reference_self_play(model, generation)]
+            self.window = [*self.window, *games][-r.window_generations :]
             yield from self._reference_batches(generation)
             return
         self.window = [*self.window, self._self_play(model, generation)][-r.window_generations :]
@@ -283,15 +289,15 @@ class MiniGoWorkload(Workload):
             model.train()
 
     def _reference_batches(self, generation: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """v2.0's training of a generation: a ``train_filter`` sample (without replacement, shuffled) of the
-        window's examples, floor(sample / batch) steps (``train.py``), each example under its own random
-        board symmetry (``random_rotation``)."""
+        """v2.0's training of a generation: each of the window's examples kept with probability ``train_filter``
+        (``cc/sample_records.cc:105``), shuffled, floor(sample / batch) steps (``train.py:226``), each example
+        under its own random board symmetry (``random_rotation``)."""
         r = self.recipe
         feats = np.concatenate([g.features for g in self.window])
         pols = np.concatenate([g.policy for g in self.window])
         outs = np.concatenate([g.outcome for g in self.window])
         rng = seeds.numpy_rng(self.config.seed, seeds.STREAM_WINDOW, generation)
-        sample = rng.permutation(len(outs))[: int(len(outs) * r.train_filter)]
+        sample = rng.permutation(np.flatnonzero(rng.random(len(outs)) < r.train_filter))
         batch = self.local_batch_size
         for start in range(0, len(sample) - batch + 1, batch):
             idx = np.sort(sample[start : start + batch])
