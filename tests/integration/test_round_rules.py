@@ -167,3 +167,51 @@ def test_a_log_re_published_from_an_earlier_round_is_recognized_and_said_so(tmp_
     notes = [w for w in verdict.warnings if "Results Resubmission" in w]
     assert len(notes) == 5 and notes[0].startswith("result_0.txt: its run_start (2022-05-08) dates from the v2.0 round")
     assert ORG in str(result.package) and SYSTEM == verdict.system
+
+
+# --- v1.0: published logs' clocks, asynchronous evaluations, seed-checker messages -----------------------------------
+T0 = 1_621_000_000_000  # 2021-05-14: during the v1.0 round
+
+
+def timeline(*recs: dict, own: bool = False) -> list[str]:
+    """The timeline rule's problems on a log of ``recs`` (each ``(key, time_ms, metadata)``), in the order given, with
+    run_start at T0 and a successful run_stop a minute later among them (``own``: as trainperf's harness logs it)."""
+    lines = [{"key": "trainperf_scale", "time_ms": T0, "value": "reference"}] if own else []
+    lines += [{"key": k, "time_ms": t, "value": 0.8, "metadata": md} for k, t, md in recs]
+    return run_checks.timing_problems(list(enumerate(lines, 1)))
+
+
+START = ("run_start", T0, {})
+STOP = ("run_stop", T0 + MINUTE, {"status": "success"})
+
+
+def test_a_published_logs_evaluation_logged_before_run_stop_and_timed_ms_after_it_is_within_the_run():
+    """v1.0 HugeCTR dlrm logs (GIGABYTE, Inspur, Supermicro, nettrix) time the deciding evaluation 1 to 5 ms after the
+    run_stop logged four lines later; NVIDIA's log an epoch_start up to 194 ms before run_start. Both within the
+    quarter second another submitter's loggers may differ by."""
+    deciding = ("eval_accuracy", T0 + MINUTE + 5, {"epoch_num": 1})
+    assert timeline(START, ("epoch_start", T0 - 194, {"epoch_num": 1}), deciding, STOP) == []
+
+
+def test_an_evaluation_or_training_moved_past_the_published_clocks_slack_is_still_refused():
+    """The attacks the timeline rule stops, still stopped: run_stop moved a second before the evaluation that decides,
+    run_start moved a second after training began, a new evaluation logged after run_stop (even 1 ms after), and the
+    same clocks in trainperf's own log, whose harness times every record on one clock."""
+    late = ("eval_accuracy", T0 + MINUTE + 1000, {"epoch_num": 1})
+    assert any("after run_stop" in p for p in timeline(START, late, STOP))
+    assert any("before run_start" in p for p in timeline(START, ("epoch_start", T0 - 1000, {}), STOP))
+    assert any("after run_stop" in p for p in timeline(START, STOP, ("eval_accuracy", T0 + MINUTE + 1, {})))
+    own = timeline(START, ("eval_accuracy", T0 + MINUTE + 5, {"epoch_num": 1}), STOP, own=True)
+    assert any("after run_stop" in p for p in own)
+    assert any("before run_start" in p for p in timeline(START, ("epoch_start", T0 - 194, {}), STOP, own=True))
+
+
+def test_asynchronous_evaluations_may_end_out_of_order_and_training_progress_still_never_goes_back():
+    """Google's v1.0 TPU ssd logs epoch 20's evaluation before epoch 15's, Intel's v1.0 minigo an eval_start of 51
+    before one of 50: evaluations that run beside training end out of order. Training progress that goes back is still
+    refused, and so is any progress going back in trainperf's own log (its budget and RCP read epoch_num)."""
+    evals = [("eval_accuracy", T0 + 1000 * i, {"epoch_num": e}) for i, e in enumerate((5, 10, 20, 15, 25), 1)]
+    assert timeline(START, *evals, STOP) == []
+    blocks = [("block_start", T0 + 1000 * i, {"first_epoch_num": e}) for i, e in enumerate((0, 5, 3), 1)]
+    assert any("progress never goes back" in p for p in timeline(START, *blocks, STOP))
+    assert any("progress never goes back" in p for p in timeline(START, *evals, STOP, own=True))
