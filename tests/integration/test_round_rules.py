@@ -22,6 +22,7 @@ from untrusted import ORG, SYSTEM
 
 from trainperf import run_checks
 from trainperf.rules import compliance, gate, rulesets
+from trainperf.submission.bench_checks import _package_checker_errors
 from trainperf.submission.review import review
 
 pytest.importorskip("mlperf_logging")
@@ -215,3 +216,32 @@ def test_asynchronous_evaluations_may_end_out_of_order_and_training_progress_sti
     blocks = [("block_start", T0 + 1000 * i, {"first_epoch_num": e}) for i, e in enumerate((0, 5, 3), 1)]
     assert any("progress never goes back" in p for p in timeline(START, *blocks, STOP))
     assert any("progress never goes back" in p for p in timeline(START, *evals, STOP, own=True))
+
+
+def test_the_seed_checkers_no_seed_line_is_read_whatever_the_system_folder_is_called():
+    """nettrix's v1.0 system folder "X660 G45_SXM4-80G-BPS_hugectr" holds a space: the installed checker's "logs no
+    seed" (a rule from v4.1 on) is still a warning naming the later rule; two runs with one seed are still an error."""
+    path = "results/X660 G45_SXM4-80G-BPS_hugectr/dlrm"
+    body = "\n".join(f"Result file {path}/result_{i}.txt logs no seed." for i in (1, 2))
+    errors, warnings = _package_checker_errors([f"Seed checker failed and found the following errors: {body}"], "1.0.0")
+    assert errors == [] and len(warnings) == 2 and "not a rule of the v1.0 round" in warnings[0]
+    same = f"Result file {path}/result_1.txt logs seed 3 on t.py:1. However, result file {path}/result_2.txt already "
+    msgs = [f"Seed checker failed and found the following errors: {same}logs the same seed on the same line."]
+    errors, _ = _package_checker_errors([*msgs, "Seed checker failed"], "1.0.0")
+    assert errors and "logs seed 3" in errors[0]
+
+
+def test_a_result_file_that_is_not_a_log_is_one_non_compliant_file_under_olympic_scoring(tmp_path):
+    """Intel's v1.0 minigo package holds a result file reading "Non compliant run allowed under olympic scoring rules":
+    the package checker accepts one such file and the summarizer scores without it. Two are still refused."""
+    runs = resnet_runs(APR_2024)
+    org = package(tmp_path / "one", "resnet", runs)
+    note = "Non compliant run allowed under olympic scoring rules\n"
+    (org / "results" / SYSTEM / "resnet" / "result_4.txt").write_text(note, encoding="utf-8")
+    verdict = only(review(org))
+    assert verdict.passed, verdict.problems
+    assert any(w.startswith("result_4.txt: has no MLLOG lines") and "olympic" in w for w in verdict.warnings)
+    assert verdict.score.minutes == pytest.approx(olympic([minutes(r) for r in runs[:4]] + [float("inf")]))
+    (org / "results" / SYSTEM / "resnet" / "result_3.txt").write_text(note, encoding="utf-8")
+    verdict = only(review(org))
+    assert not verdict.passed and any(p.startswith("result_3.txt: has no MLLOG lines") for p in verdict.problems)
