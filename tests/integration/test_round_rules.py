@@ -18,7 +18,7 @@ from round_logs import (
     sd_records,
     write,
 )
-from untrusted import ORG, SYSTEM
+from untrusted import ORG, SYSTEM, foreign_log
 
 from trainperf import run_checks
 from trainperf.rules import compliance, gate, rulesets
@@ -245,3 +245,16 @@ def test_a_result_file_that_is_not_a_log_is_one_non_compliant_file_under_olympic
     (org / "results" / SYSTEM / "resnet" / "result_3.txt").write_text(note, encoding="utf-8")
     verdict = only(review(org))
     assert not verdict.passed and any(p.startswith("result_3.txt: has no MLLOG lines") for p in verdict.problems)
+
+
+def test_a_re_published_log_keeps_the_key_names_of_the_round_that_wrote_it(tmp_path):
+    """Lenovo's v3.0 SR670v2 bert re-publishes runs of October 2022, logged with v2.1's opt_epsilon, which the rules
+    renamed opt_lamb_epsilon after v2.1 (mlcommons/logging d82b94d, 2022-11-22): read by its v2.1 name. A v3.0 run
+    logging the old name, or neither, still fails the v3.0 rules."""
+    closed = {"submission_benchmark": "bert", "submission_division": "closed", "opt_epsilon": 1e-6}
+    missing = "the log must contain exactly one 'opt_lamb_epsilon' line but has 0"
+    oct_2022, apr_2023 = 1_665_400_000_000, 1_681_000_000_000
+    old = compliance.check_log(foreign_log(tmp_path / "a" / "result_0.txt", closed, start_ms=oct_2022), ruleset="3.0")
+    assert missing not in old.problems and any("d82b94d" in w and "re-published in a v3.0" in w for w in old.warnings)
+    new = compliance.check_log(foreign_log(tmp_path / "b" / "result_0.txt", closed, start_ms=apr_2023), ruleset="3.0")
+    assert missing in new.problems and not new.passed
