@@ -4,6 +4,8 @@ relaxation the attack the stricter check stopped, still stopped."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from round_logs import (
     APR_2024,
@@ -21,8 +23,9 @@ from round_logs import (
 from untrusted import ORG, SYSTEM, foreign_log
 
 from trainperf import run_checks
+from trainperf.results import parse_run
 from trainperf.rules import compliance, gate, rulesets
-from trainperf.submission.bench_checks import _package_checker_errors
+from trainperf.submission.bench_checks import _Bench, _check_compliance, _package_checker_errors, _Run
 from trainperf.submission.review import review
 
 pytest.importorskip("mlperf_logging")
@@ -238,13 +241,15 @@ def test_a_result_file_that_is_not_a_log_is_one_non_compliant_file_under_olympic
     org = package(tmp_path / "one", "resnet", runs)
     note = "Non compliant run allowed under olympic scoring rules\n"
     (org / "results" / SYSTEM / "resnet" / "result_4.txt").write_text(note, encoding="utf-8")
+    (org / "x.txt").write_text(note, encoding="utf-8")
     verdict = only(review(org))
     assert verdict.passed, verdict.problems
     assert any(w.startswith("result_4.txt: has no MLLOG lines") and "olympic" in w for w in verdict.warnings)
     assert verdict.score.minutes == pytest.approx(olympic([minutes(r) for r in runs[:4]] + [float("inf")]))
-    (org / "results" / SYSTEM / "resnet" / "result_3.txt").write_text(note, encoding="utf-8")
-    verdict = only(review(org))
-    assert not verdict.passed and any(p.startswith("result_3.txt: has no MLLOG lines") for p in verdict.problems)
+    notes = [_Run(name=f"result_{i}.txt", path=Path("x"), records=[], logged=parse_run(org / "x.txt")) for i in (3, 4)]
+    bench = _Bench(system=SYSTEM, benchmark="resnet", runs=notes)  # two such files of five: more than olympic drops
+    _check_compliance(bench, {})
+    assert [p.split(":")[0] for p in bench.problems] == ["result_3.txt", "result_4.txt"]
 
 
 def test_a_re_published_log_keeps_the_key_names_of_the_round_that_wrote_it(tmp_path):
