@@ -25,7 +25,10 @@ from untrusted import ORG, SYSTEM, foreign_log
 from trainperf import run_checks
 from trainperf.results import parse_run
 from trainperf.rules import compliance, gate, rulesets
+from trainperf.submission import official
 from trainperf.submission.bench_checks import _Bench, _check_compliance, _package_checker_errors, _Run
+from trainperf.submission.layout import Layout
+from trainperf.submission.rcp_review import _check_rcp, _RcpRuns
 from trainperf.submission.review import review
 
 pytest.importorskip("mlperf_logging")
@@ -263,3 +266,33 @@ def test_a_re_published_log_keeps_the_key_names_of_the_round_that_wrote_it(tmp_p
     assert missing not in old.problems and any("d82b94d" in w and "re-published in a v3.0" in w for w in old.warnings)
     new = compliance.check_log(foreign_log(tmp_path / "b" / "result_0.txt", closed, start_ms=apr_2023), ruleset="3.0")
     assert missing in new.problems and not new.passed
+
+
+# --- v3.1: an RCP failure the committee let through, recorded in scaling.json -----------------------------------------
+def test_an_rcp_failure_that_the_package_records_as_the_committees_bypass_is_accepted_scaled():
+    """Eleven published v3.1 closed pairs (unet3d of Dell, GigaComputing, Lenovo, QCT, Supermicro; NVIDIA's eos ssd)
+    converge faster than the RCP allows; their scaling.json normalizes the score by the RCP's mean over the runs', as
+    the rcp_checker's --rcp_bypass asks. Accepted, with a warning; without that factor (Graphcore's v1.1 and v2.0 bert
+    hold none), or with a smaller one, the failure is still an error."""
+    failed = official.RcpCheck(
+        ran=official.ToolRun(tool="rcp_checker", rc=1, out="", err=""),
+        passed=False,
+        message="RCP found",
+        submission_epochs=337_470.0,
+        rcp_mean=380_846.667,
+        min_epochs=348_904.51,
+    )
+
+    def checked(factor: float | None) -> _Bench:
+        bench = _Bench(system=SYSTEM, benchmark="unet3d", runs=[])
+        bench.problems.append("package_checker: RCP Test Failed: RCP found")
+        scaling = {} if factor is None else {(SYSTEM, "unet3d"): factor}
+        layout = Layout(root=Path("copy"), divisions={SYSTEM: "closed"}, scaling=scaling)
+        runs = _RcpRuns(custom=None, provisional=False, note="the official v3.1 RCPs", first=failed)
+        _check_rcp(bench, layout, {}, [], runs)
+        return bench
+
+    bypassed = checked(1.128535)
+    assert bypassed.problems == [] and bypassed.rcp.startswith("failed")
+    assert any("review committee's RCP bypass" in w and "1.128535" in w for w in bypassed.warnings)
+    assert len(checked(None).problems) == 2 and len(checked(1.05).problems) == 2
