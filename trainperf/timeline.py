@@ -219,13 +219,20 @@ def _training(run: _Run) -> list[str]:
 
 
 def _progress(lines: Sequence[Line], keys: Sequence[str]) -> list[str]:
-    """Progress fields of ``keys`` that go back (in line order, per key and field)."""
+    """Progress fields of ``keys`` that go back (in line order, per key and field). A record equal to an earlier one
+    (key, time, value and metadata) is a line logged again, not progress: Google's v3.1 gpt3 logs end with each
+    block_start echoed after run_stop ("Processing :::MLLOG ..."), which the official tools read as lines too."""
     last: dict[tuple[str, str], tuple[int, float]] = {}
+    seen: set[str] = set()
     problems = []
     for n, rec in lines:
         key, meta = rec.get("key"), rec.get("metadata")
         if key not in keys or not isinstance(meta, Mapping):
             continue
+        text = json.dumps(rec, sort_keys=True, default=str)
+        if text in seen:
+            continue
+        seen.add(text)
         for name in PROGRESS_FIELDS:
             value = meta.get(name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value != value:

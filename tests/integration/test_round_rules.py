@@ -224,6 +224,16 @@ def test_asynchronous_evaluations_may_end_out_of_order_and_training_progress_sti
     assert any("progress never goes back" in p for p in timeline(START, *evals, STOP, own=True))
 
 
+def test_a_record_logged_again_is_not_progress_and_a_new_one_going_back_still_is():
+    """Google's v3.1 gpt3 logs end with every block_start echoed after run_stop ("Processing :::MLLOG ..."), equal to
+    the earlier lines, which the official tools read too: read as lines logged again. A block_start that differs from
+    every earlier one (another time) and goes back is still refused."""
+    blocks = [("block_start", T0 + 1000 * i, {"first_epoch_num": e}) for i, e in enumerate((0, 5, 10), 1)]
+    assert timeline(START, *blocks, STOP, *blocks[:2]) == []
+    moved = ("block_start", T0 + 1500, {"first_epoch_num": 5})
+    assert any("progress never goes back" in p for p in timeline(START, *blocks, STOP, moved))
+
+
 def test_the_seed_checkers_no_seed_line_is_read_whatever_the_system_folder_is_called():
     """nettrix's v1.0 system folder "X660 G45_SXM4-80G-BPS_hugectr" holds a space: the installed checker's "logs no
     seed" (a rule from v4.1 on) is still a warning naming the later rule; two runs with one seed are still an error."""
