@@ -29,7 +29,7 @@ from trainperf.submission import official
 from trainperf.submission.bench_checks import _Bench, _check_compliance, _package_checker_errors, _Run
 from trainperf.submission.layout import Layout
 from trainperf.submission.rcp_review import _check_rcp, _RcpRuns
-from trainperf.submission.review import review
+from trainperf.submission.review import _unused_bypass, review
 
 pytest.importorskip("mlperf_logging")
 DAY = 86_400_000
@@ -306,3 +306,22 @@ def test_an_rcp_failure_that_the_package_records_as_the_committees_bypass_is_acc
     assert bypassed.problems == [] and bypassed.rcp.startswith("failed")
     assert any("review committee's RCP bypass" in w and "1.128535" in w for w in bypassed.warnings)
     assert len(checked(None).problems) == 2 and len(checked(1.05).problems) == 2
+
+
+def test_a_bypass_file_that_bypasses_nothing_is_a_warning_and_one_beside_a_failure_an_error(tmp_path):
+    """GigaComputing's published v4.1 stable_diffusion holds package_checker_params ('rcp-bypass'). Left out of the
+    copy, the official tools check without it; where no seed or RCP check fails, it bypassed nothing: a warning. Beside
+    a seed or RCP failure it is still an error, and so is the failure."""
+    org = package(tmp_path, "resnet", resnet_runs(APR_2024))
+    (org / "results" / SYSTEM / "resnet" / "package_checker_params").write_text("rcp-bypass", encoding="utf-8")
+    verdict = only(review(org))
+    assert verdict.passed, verdict.problems
+    assert any("package_checker_params bypasses" in w and "bypasses nothing here" in w for w in verdict.warnings)
+    bench = _Bench(system=SYSTEM, benchmark="resnet", runs=[])
+    bench.problems += [
+        f"results/{SYSTEM}/resnet/package_checker_params bypasses the official seed or RCP checks; only the review "
+        "committee may add it (left out of the check)",
+        "package_checker: Seed checker failed",
+    ]
+    _unused_bypass(bench)
+    assert len(bench.problems) == 2 and not bench.warnings
