@@ -4,6 +4,7 @@ relaxation the attack the stricter check stopped, still stopped."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from round_logs import (
     sd_records,
     write,
 )
-from untrusted import ORG, SYSTEM, foreign_log
+from untrusted import MLLOG, ORG, SYSTEM, foreign_log
 
 from trainperf import run_checks
 from trainperf.results import parse_run
@@ -28,7 +29,7 @@ from trainperf.rules import compliance, gate, rulesets
 from trainperf.submission import official
 from trainperf.submission.bench_checks import _Bench, _check_compliance, _package_checker_errors, _Run
 from trainperf.submission.layout import Layout
-from trainperf.submission.rcp_review import _check_rcp, _RcpRuns
+from trainperf.submission.rcp_review import _check_rcp, _epochs_counted, _in_samples, _RcpRuns
 from trainperf.submission.review import _unused_bypass, review
 
 pytest.importorskip("mlperf_logging")
@@ -325,3 +326,31 @@ def test_a_bypass_file_that_bypasses_nothing_is_a_warning_and_one_beside_a_failu
     ]
     _unused_bypass(bench)
     assert len(bench.problems) == 2 and not bench.warnings
+
+
+def test_a_unet3d_log_counting_epochs_is_read_in_samples_for_the_rcp_check(tmp_path):
+    """From v3.1 unet3d counts samples (its RCPs too); QCT's D74H-7U and xFusion's L40 and A30 logs count epochs, on the
+    rules' schedule (1000, 1020, ... at batch 56), which the committee read at 168 samples an epoch. Such a log is
+    given to the rcp_checker with each evaluation's epoch_num in samples. A log counting samples (168000, 171360,
+    ...), one off the schedule, or one of v3.0 is given as it is: a fast run is not made slow."""
+
+    def bench(evals: list[int], ruleset: str = "3.1.0") -> _Bench:
+        records = [{"key": "global_batch_size", "value": 56}]
+        records += [{"key": "eval_accuracy", "value": 0.9, "metadata": {"epoch_num": e}} for e in evals]
+        runs = [_Run(name=f"result_{i}.txt", path=Path("x"), records=records, logged=None) for i in range(40)]
+        return _Bench(system=SYSTEM, benchmark="unet3d", runs=runs, ruleset=ruleset)
+
+    assert _epochs_counted(bench([1000, 1020, 1040])) == 168
+    assert _epochs_counted(bench([168_000, 171_360, 174_720])) is None
+    assert _epochs_counted(bench([1000, 1010, 1040])) is None and _epochs_counted(bench([980, 1000])) is None
+    assert _epochs_counted(bench([1000, 1020], ruleset="3.0.0")) is None
+    log = [
+        {"key": "global_batch_size", "value": 56, "metadata": {}},
+        {"key": "eval_accuracy", "value": 0.91, "metadata": {"epoch_num": 1020}},
+    ]
+    folder = tmp_path / "unet3d"
+    write(folder / "result_0.txt", log)
+    (converted,) = sorted(_in_samples(folder, tmp_path / "samples", 168).iterdir())
+    lines = converted.read_text(encoding="latin-1").splitlines()
+    expected = [log[0], {**log[1], "metadata": {"epoch_num": 171_360}}]
+    assert [json.loads(ln.removeprefix(MLLOG)) for ln in lines] == expected
