@@ -168,7 +168,7 @@ def _bypass_recorded(rcp: official.RcpCheck, factor: float | None) -> str | None
     if factor is None or not rcp.message.startswith(_BYPASSABLE) or not rcp.submission_epochs or not rcp.rcp_mean:
         return None
     norm = rcp.rcp_mean / rcp.submission_epochs
-    if factor < norm * (1 - 1e-6):
+    if factor < rcp.rcp_mean / (rcp.submission_epochs + 5e-5) * (1 - 1e-9):  # the checker prints the mean to 4 places
         return None
     return (
         f"accepted as the review committee's RCP bypass (rcp_checker --rcp_bypass), which the package records: its "
