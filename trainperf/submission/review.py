@@ -139,9 +139,8 @@ def review(
             else:
                 _check_rcp(bench, layout, found.raw, found.notes, rcp_results[key])  # (d)
             _unused_bypass(bench)
-        summary = (
-            _take_summary(summary_run.result(), benches, found, chosen) if summary_run is not None else None
-        )  # (e)
+        summarized = summary_run.result() if summary_run is not None else None
+        summary = _take_summary(summarized, benches, found, chosen) if summarized is not None else None  # (e)
         verdicts = [_verdict(bench, summary, layout.scaling.get(k)) for k, bench in benches.items()]
         tasks.finish()
     return Review(
