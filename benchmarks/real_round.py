@@ -7,8 +7,10 @@ mlcommons/training_results_v2.0 repository. Every (system, benchmark) of every o
 ``trainperf.submission.review.review`` and compared with the published score of trainperf's shipped history
 table (trainperf/history/data/mlperf_training_results.csv, the round taken from the folder's name or --round).
 Printed: per org the pairs, how many are accepted, how many of trainperf's scores equal the published one to three
-decimals (the raw score, times scaling.json's factor where the committee gave one), errors and warnings by kind,
-and the time; then every rejected pair with its errors. --json writes every verdict. Each org is reviewed by the
+decimals (the raw score, times scaling.json's factor where the committee gave one), how many pairs have power logs
+and how many of trainperf's energy scores equal the official result_summarizer's (the tool MLCommons' results
+tables, energy included, come from; the history table holds no energy), errors and warnings by kind, and the time;
+then every rejected pair with its errors. --json writes every verdict. Each org is reviewed by the
 ruleset of its round as review finds it (--ruleset: that one for every org); the rulesets used are printed.
 """
 
@@ -58,6 +60,71 @@ def _same(ours: float | None, theirs: str) -> bool:
     return ours is not None and theirs not in ("", None) and abs(ours - float(theirs)) <= 0.0005 + 1e-9
 
 
+def _energy_same(v: dict[str, Any]) -> bool:
+    """trainperf's energy score equal to the official result_summarizer's (the table MLCommons publishes energy
+    from), to a part in 10^9, where either gave one."""
+    a, b = v.get("energy_joules"), v.get("summarizer_energy_joules")
+    return a is not None and b is not None and abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def table_lines(
+    results: list[dict[str, Any]],
+    table: dict[tuple[str, str, str], dict[str, str]],
+    round_name: str,
+    total: float,
+    jobs: int,
+) -> list[str]:
+    """The agreement table (per org: pairs, accepted, score equal to the published one, pairs with power logs and
+    whose energy equals the summarizer's, errors, warnings, time), the errors and warnings by kind, and every
+    rejected pair with its errors."""
+    rows, rejected = [], []
+    errors: Counter[str] = Counter()
+    warnings: Counter[str] = Counter()
+    sums: Counter[str] = Counter()
+    for r in results:
+        n = len(r["verdicts"])
+        accepted = sum(v["accepted"] and not r["errors"] for v in r["verdicts"])
+        equal = power = energy = 0
+        for v in r["verdicts"]:
+            row = table.get((r["org"], v["system"], v["benchmark"]))
+            ours = v["scaled_minutes"] if v["scaling_factor"] else v["score_minutes"]
+            equal += bool(row and _same(ours, row["score_min"]))
+            power += bool(v.get("power_logs"))
+            energy += _energy_same(v)
+            errors.update(f["kind"] for f in v["errors"])
+            warnings.update(f["kind"] for f in v["warnings"])
+            if not v["accepted"] or r["errors"]:
+                rejected.append((r["org"], v, r["errors"]))
+        errors.update(f["kind"] for f in r["errors"])
+        warnings.update(f["kind"] for f in r.get("warnings", []))
+        n_err = sum(len(v["errors"]) for v in r["verdicts"]) + len(r["errors"])
+        n_warn = sum(len(v["warnings"]) for v in r["verdicts"]) + len(r.get("warnings", []))
+        rows.append((r["org"], n, accepted, equal, power, energy, n_err, n_warn, r["seconds"]))
+        sums.update(pairs=n, accepted=accepted, equal=equal, power=power, energy=energy, errors=n_err, warnings=n_warn)
+    out = [
+        f"| org ({round_name}) | pairs | accepted | score = published | power logs | energy = summarizer's | errors "
+        "| warnings | time (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    out += [
+        f"| {o} | {n} | {a} | {e} | {p} | {en} | {ne} | {nw} | {sec:.1f} |" for o, n, a, e, p, en, ne, nw, sec in rows
+    ]
+    s = sums
+    out.append(
+        f"| all {len(rows)} orgs | {s['pairs']} | {s['accepted']} | {s['equal']} | {s['power']} | {s['energy']} | "
+        f"{s['errors']} | {s['warnings']} | {total:.1f} (wall, --jobs {jobs}) |"
+    )
+    used = Counter(f"{r.get('ruleset')} ({r.get('ruleset_source', '').split(' (')[0]})" for r in results)
+    out.append("\nrulesets: " + ", ".join(f"{k}: {n} org(s)" for k, n in used.most_common()))
+    out.append("errors by kind: " + (", ".join(f"{k} {n}" for k, n in errors.most_common()) or "none"))
+    out.append("warnings by kind: " + (", ".join(f"{k} {n}" for k, n in warnings.most_common()) or "none"))
+    out += ["\nrejected:"] if rejected else []
+    for org, v, package_errors in rejected:
+        out.append(f"- {org} {v['system']}/{v['benchmark']}:")
+        out += [f"    [{f['kind']}] {f['text'][:400]}" for f in v["errors"] + package_errors]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("round", type=Path, help="the results repository's files (one <org>/ folder per submitter)")
@@ -83,46 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(f"{r['org']}: {len(r['verdicts'])} pairs, {r['seconds']:.1f} s", file=sys.stderr, flush=True)
     total = time.perf_counter() - start
-    rows, rejected = [], []
-    errors: Counter[str] = Counter()
-    warnings: Counter[str] = Counter()
-    sums = Counter()
-    for r in results:
-        n = len(r["verdicts"])
-        accepted = sum(v["accepted"] and not r["errors"] for v in r["verdicts"])
-        equal = 0
-        for v in r["verdicts"]:
-            row = table.get((r["org"], v["system"], v["benchmark"]))
-            ours = v["scaled_minutes"] if v["scaling_factor"] else v["score_minutes"]
-            equal += bool(row and _same(ours, row["score_min"]))
-            errors.update(f["kind"] for f in v["errors"])
-            warnings.update(f["kind"] for f in v["warnings"])
-            if not v["accepted"] or r["errors"]:
-                rejected.append((r["org"], v, r["errors"]))
-        errors.update(f["kind"] for f in r["errors"])
-        warnings.update(f["kind"] for f in r.get("warnings", []))
-        n_err = sum(len(v["errors"]) for v in r["verdicts"]) + len(r["errors"])
-        n_warn = sum(len(v["warnings"]) for v in r["verdicts"]) + len(r.get("warnings", []))
-        rows.append((r["org"], n, accepted, equal, n_err, n_warn, r["seconds"]))
-        sums.update(pairs=n, accepted=accepted, equal=equal, errors=n_err, warnings=n_warn)
-    print(f"| org ({round_name}) | pairs | accepted | score = published | errors | warnings | time (s) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for org, n, acc, eq, ne, nw, sec in rows:
-        print(f"| {org} | {n} | {acc} | {eq} | {ne} | {nw} | {sec:.1f} |")
-    print(
-        f"| all {len(rows)} orgs | {sums['pairs']} | {sums['accepted']} | {sums['equal']} | {sums['errors']} | "
-        f"{sums['warnings']} | {total:.1f} (wall, --jobs {args.jobs}) |"
-    )
-    used = Counter(f"{r.get('ruleset')} ({r.get('ruleset_source', '').split(' (')[0]})" for r in results)
-    print("\nrulesets: " + ", ".join(f"{k}: {n} org(s)" for k, n in used.most_common()))
-    print("errors by kind: " + (", ".join(f"{k} {n}" for k, n in errors.most_common()) or "none"))
-    print("warnings by kind: " + (", ".join(f"{k} {n}" for k, n in warnings.most_common()) or "none"))
-    if rejected:
-        print("\nrejected:")
-    for org, v, package_errors in rejected:
-        print(f"- {org} {v['system']}/{v['benchmark']}:")
-        for f in v["errors"] + package_errors:
-            print(f"    [{f['kind']}] {f['text'][:400]}")
+    for line in table_lines(results, table, round_name, total, args.jobs):
+        print(line)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0

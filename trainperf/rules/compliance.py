@@ -421,7 +421,8 @@ def _finish(
     if ruleset in rulesets.WEIGHTS_INIT_WARNED and not crashed:
         moved = [p for p in problems if p.startswith(_WEIGHTS_INIT)]
         warnings += [f"{p} ({rulesets.WEIGHTS_INIT_WARNED[ruleset]})" for p in moved]
-    for new, (old, why) in rulesets.RENAMED_AFTER.get(ruleset, {}).items() if not crashed else ():
+    run_start = next((rec.get("time_ms") for _, rec in records(lines, "run_start")), None)
+    for new, (old, why) in rulesets.renamed_keys(ruleset, run_start).items() if not crashed else ():
         text = f"the log must contain exactly one '{new}' line but has 0"
         if text in problems and len(records(lines, old)) == 1:
             moved.append(text)

@@ -220,6 +220,23 @@ def status_accepted(ruleset: str, status: object) -> bool:
     return isinstance(status, str) and (status in accepted or status.lower() in accepted)
 
 
+def renamed_keys(ruleset: str, run_start: object) -> dict[str, tuple[str, str]]:
+    """Keys the installed rules of ``ruleset`` ask for under a name given after the log was written
+    (:data:`RENAMED_AFTER`): {installed name: (the name the log's own round asked for, why)}. Every log of such a
+    round, and a log of it that a later round's repository re-published (a Results Resubmission: its ``run_start``
+    dates from that round), which that round's rules wrote and checked (Lenovo's v3.0 SR670v2 bert, run in October
+    2022, logs v2.1's opt_epsilon)."""
+    found = dict(RENAMED_AFTER.get(ruleset, {}))
+    date = log_date(run_start)
+    earlier = round_of_date(date) if date is not None else None
+    if earlier in RENAMED_AFTER and _version(earlier) < _version(ruleset):
+        found.update(
+            (new, (old, f"{why}; a {round_name(earlier)} log re-published in a {round_name(ruleset)} package"))
+            for new, (old, why) in RENAMED_AFTER[earlier].items()
+        )
+    return found
+
+
 def round_of_date(date: dt.date) -> str | None:
     """The first supported round whose published runs reach ``date`` (:data:`ROUND_ENDS` plus :data:`ROUND_SLACK`);
     None when it is later than every round the history holds."""
