@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from trainperf.errors import DataError
+from trainperf.workloads.common.fsdp import copy_into, shard_units
 from trainperf.workloads.common.llm import tokenizer
 from trainperf.workloads.common.llm.model import Decoder
 from trainperf.workloads.common.llm.moe import MoE
@@ -59,16 +60,14 @@ class DeepSeekWorkload(GptOssWorkload):
             return Decoder(self.args)
 
     def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
-        """FSDP2 of each block (and the prediction block), then the whole model, where there are several processes;
+        """FSDP2 of each block (and the prediction block), then the whole model, where there are several processes
+        (``workloads/common/fsdp.py``: bf16 gathers and fp32 gradient reduction on a GPU, as flux1's and
+        llama2_70b_lora's);
         then each rank allocates its shards and fills them: from the checkpoint, or (a dry run) the decoder's own
         initialization, the same on every rank."""
         if self.dist.distributed:
-            from torch.distributed.fsdp import fully_shard
-
-            for block in [*model.layers, model.mtp]:  # type: ignore[union-attr]
-                if block is not None:
-                    fully_shard(block)
-            fully_shard(model)
+            units = [b for b in [*model.layers, model.mtp] if b is not None]  # type: ignore[union-attr]
+            shard_units(model, units, self.device)
         model.to_empty(device=self.device)  # every tensor uninitialized: filled below
         model.reset_rope()  # type: ignore[operator]
         for layer in model.modules():
@@ -83,24 +82,20 @@ class DeepSeekWorkload(GptOssWorkload):
 
     @torch.no_grad()
     def _initialize(self, model: torch.nn.Module) -> None:
-        from trainperf.workloads.llama2_70b_lora.workload import _copy_into
-
         reference_model = Decoder(self.args)  # seeded by the harness: every rank draws the same tensors
         whole = dict(reference_model.named_parameters()) | dict(reference_model.named_buffers())
         for name, p in [*model.named_parameters(), *model.named_buffers()]:
             if name in whole and not name.startswith("rope_"):
-                _copy_into(p, whole[name].detach())
+                copy_into(p, whole[name].detach())
 
     @torch.no_grad()
     def _load(self, model: torch.nn.Module) -> None:
-        from trainperf.workloads.llama2_70b_lora.workload import _copy_into
-
         assert self.ckpt is not None
         for name, p in model.named_parameters():
-            _copy_into(p, checkpoint.read(self.ckpt, name, self.args).float())
+            copy_into(p, checkpoint.read(self.ckpt, name, self.args).float())
         for name, b in model.named_buffers():
             if name.endswith("router.expert_bias"):
-                _copy_into(b, checkpoint.read(self.ckpt, name, self.args).float())
+                copy_into(b, checkpoint.read(self.ckpt, name, self.args).float())
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         """gpt_oss_20b's AdamW and bias balancing, with Megatron's schedule (below)."""
