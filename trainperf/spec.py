@@ -316,6 +316,16 @@ class MiniData:
     needs: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class EpochsAsSamples:
+    """See :attr:`Benchmark.rcp_epochs_as_samples`."""
+
+    dataset: int
+    first: int
+    every: int
+    since: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class Benchmark:
     """One benchmark: its facts at every scale, and where its workload lives. No torch here."""
@@ -352,6 +362,11 @@ class Benchmark:
     # The official rcp_checker's flag that reads samples to converge from train_samples rather than epoch_num
     # ("" : none); review runs it again with the flag when the first check fails.
     rcp_train_samples_flag: str = ""
+    # Published logs that count the rules' evaluation schedule in epochs where the rules ask for samples: from
+    # ruleset ``since`` on, a result set whose every run evaluates at epochs CEILING(first * dataset / per_epoch), then
+    # every CEILING(every * dataset / per_epoch), per_epoch the batch-rounded data set, is read in samples for the RCP
+    # check (None: never). Facts of unet3d's v3.1-on rules (KiTS19: 168 cases; first 1000, every 20).
+    rcp_epochs_as_samples: EpochsAsSamples | None = None
 
     def __post_init__(self) -> None:
         for scale, spec in self.specs.items():

@@ -63,7 +63,7 @@ def _plan_rcp(bench: _Bench, copy: Path, work: Path) -> tuple[_RcpRuns, official
     per_epoch = _epochs_counted(bench) if custom is None else None
     if per_epoch is not None:
         folder = _in_samples(folder, work / f"rcp_samples_{bench.system}_{bench.benchmark}", per_epoch)
-        note += f", unet3d's epochs read as samples ({per_epoch} an epoch, the rules' samples_per_epoch)"
+        note += f", epochs read as samples ({per_epoch} an epoch, the rules' samples_per_epoch)"
 
     flag = registry.benchmark(bench.benchmark).rcp_train_samples_flag if known else ""
     job = official.RcpJob(folder, where, custom_rcps=custom)
@@ -136,7 +136,7 @@ def _check_rcp(bench: _Bench, layout: Layout, raw: dict[str, str], notes: list[s
             moved = [p for p in bench.problems if p.startswith(_PC_RCP_FAILED)]
             bench.problems = [p for p in bench.problems if p not in moved]
             bench.warnings += [
-                f"{p} (it reads unet3d's epochs as samples; in samples the RCP check passes)" for p in moved
+                f"{p} (it reads the logged epochs as samples; in samples the RCP check passes)" for p in moved
             ]
         return
     bench.rcp = f"failed ({rcp.message}, {note}){detail}"
@@ -182,8 +182,6 @@ def _bypass_recorded(rcp: official.RcpCheck, factor: float | None) -> str | None
 # epochs, which the committee read at the rules' samples_per_epoch, CEILING(168 / global_batch_size) *
 # global_batch_size (KiTS19's 168 training cases): their scaling.json factors are the RCP's mean over the samples so
 # counted (380,846.667 / (2,016.25 * 168) = 1.124337, QCT's).
-_SAMPLES_FROM = "3.1.0"
-_KITS19_CASES = 168
 
 
 def _number(value: Any) -> bool:
@@ -191,17 +189,21 @@ def _number(value: Any) -> bool:
 
 
 def _epochs_counted(bench: _Bench) -> int | None:
-    """The rules' samples_per_epoch where every run of a unet3d of v3.1 on logs the rules' evaluation schedule counted
-    in epochs (the first at CEILING(1000 * 168 / samples_per_epoch), then every CEILING(20 * 168 / samples_per_epoch):
-    1000, 1020, ... at batch 56), else None (samples, as the rules ask: 168000, 171360, ...)."""
-    if bench.benchmark != "unet3d" or rulesets.version(bench.ruleset) < rulesets.version(_SAMPLES_FROM):
+    """The rules' samples_per_epoch where every run of a benchmark whose logs may count the rules' evaluation schedule
+    in epochs (:attr:`trainperf.spec.Benchmark.rcp_epochs_as_samples`: unet3d of v3.1 on) does (the first at
+    CEILING(1000 * 168 / samples_per_epoch), then every CEILING(20 * 168 / samples_per_epoch): 1000, 1020, ... at
+    batch 56), else None (samples, as the rules ask: 168000, 171360, ...)."""
+    if bench.benchmark not in registry.available():
+        return None
+    fact = registry.benchmark(bench.benchmark).rcp_epochs_as_samples
+    if fact is None or rulesets.version(bench.ruleset) < rulesets.version(fact.since):
         return None
     batches = {json.dumps(_first(r.records, "global_batch_size")) for r in bench.runs}
     batch = _first(bench.runs[0].records, "global_batch_size") if len(batches) == 1 else None
     if not _number(batch) or batch != int(batch) or batch < 1:
         return None
-    per_epoch = -(-_KITS19_CASES // int(batch)) * int(batch)
-    first, every = -(-1000 * _KITS19_CASES // per_epoch), -(-20 * _KITS19_CASES // per_epoch)
+    per_epoch = -(-fact.dataset // int(batch)) * int(batch)
+    first, every = -(-fact.first * fact.dataset // per_epoch), -(-fact.every * fact.dataset // per_epoch)
     for run in bench.runs:
         evals = [
             r["metadata"].get("epoch_num")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainperf.contract.closed_rules import AtLeast, OneOf, Tunable
-from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, MiniData, Recipe
+from trainperf.spec import EPOCHS, MINI_RUNAWAY_MINUTES, Benchmark, BenchmarkSpec, EpochsAsSamples, MiniData, Recipe
 
 # The v2.0 hyperparameter keys of closed_unet3d.yaml (global_batch_size, train_samples and eval_samples are
 # logged by the harness), and the initial rate of the warm-up.
@@ -187,6 +187,8 @@ _CLOSED_REFERENCE = {
 
 BENCHMARK = Benchmark(
     key="unet3d",
+    # v3.1-on logs that count the evaluation schedule in epochs (QCT, xFusion): read in samples for the RCP check
+    rcp_epochs_as_samples=EpochsAsSamples(dataset=168, first=1000, every=20, since="3.1.0"),
     title="medical image segmentation",
     # The scaling model's assumption for published results: 8 x 7 = 56 samples a step on one 8-accelerator node.
     published_batch_per_accelerator=7,
