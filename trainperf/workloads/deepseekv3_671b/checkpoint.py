@@ -28,7 +28,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainperf.errors import DataError
-from trainperf.workloads.common.llm.hf_checkpoint import CONFIG, Checkpoint, header, locate, read_json, write
+from trainperf.workloads.common.llm.hf_checkpoint import (
+    CONFIG,
+    Checkpoint,
+    check_config,
+    check_tensors,
+    locate,
+    read_json,
+    write,
+)
 from trainperf.workloads.common.llm.model import DecoderArgs
 
 WHAT = "the benchmark's DeepSeek-V3 checkpoint (deepseekv3_checkpoint_bf16, the reference's README)"
@@ -180,28 +188,8 @@ def check(folder: Path, a: DecoderArgs) -> Checkpoint:
     """Untimed: the checkpoint holds exactly the tensors of a decoder of ``a`` (the prediction layer's copies of
     the embedding and output layer aside), in their shapes, and its config.json agrees (headers only)."""
     ckpt = locate(folder, WHAT)
-    if (ckpt.folder / CONFIG).is_file():
-        config = read_json(ckpt.folder / CONFIG)
-        for key, ours in CONFIG_FIELDS.items():
-            if key in config and config[key] != ours(a):
-                raise DataError(f"{ckpt.folder / CONFIG}: {key} {config[key]!r}, the model has {ours(a)}; give {WHAT}")
-    want = expected(a)
-    missing = [n for n in want if n not in ckpt.files]
-    if missing:
-        raise DataError(
-            f"{ckpt.folder}: no tensor {missing[0]} ({len(missing)} of the model's {len(want)} missing); give {WHAT}"
-        )
-    extra = sorted(n for n in ckpt.files if n not in want and not n.endswith(IGNORED))
-    if extra:
-        raise DataError(f"{ckpt.folder}: tensor {extra[0]} is not part of the model; give {WHAT}")
-    for path in sorted(set(ckpt.files.values())):
-        for name, shape in header(path).items():
-            if name in want and shape != want[name]:
-                raise DataError(
-                    f"{path}: {name} has shape {list(shape)}, the model's is {list(want[name])}; give {WHAT}"
-                )
-            if name in want and ckpt.files[name] != path:
-                raise DataError(f"{path}: holds {name}, which the index places in {ckpt.files[name].name}")
+    check_config(ckpt, {key: ours(a) for key, ours in CONFIG_FIELDS.items()}, f"give {WHAT}")
+    check_tensors(ckpt, expected(a), fix=f"give {WHAT}", shape_fix=f"give {WHAT}", ignored=IGNORED)
     return ckpt
 
 

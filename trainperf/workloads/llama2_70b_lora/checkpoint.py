@@ -24,8 +24,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainperf.errors import DataError
-from trainperf.workloads.common.llm.hf_checkpoint import CONFIG, INDEX, Checkpoint, header, locate, read_json, write
+from trainperf.workloads.common.llm.hf_checkpoint import (
+    CONFIG,
+    INDEX,
+    Checkpoint,
+    check_config,
+    check_tensors,
+    locate,
+    write,
+)
 from trainperf.workloads.common.llm.model import DecoderArgs
 
 # config.json's keys and the flavour's fields they must equal (Hugging Face's LlamaConfig names).
@@ -84,33 +91,15 @@ def reference_names(ours: str) -> list[str]:
 def check(folder: Path, args: DecoderArgs) -> Checkpoint:
     """Untimed: the checkpoint holds exactly the tensors of a decoder of ``args``, in their shapes (headers only)."""
     ckpt = locate(folder, "the reference's Llama2-70b-fused-qkv-mlperf")
-    if (ckpt.folder / CONFIG).is_file():
-        config = read_json(ckpt.folder / CONFIG)
-        for key, field in CONFIG_FIELDS.items():
-            if key in config and config[key] != getattr(args, field):
-                raise DataError(
-                    f"{ckpt.folder / CONFIG}: {key} {config[key]!r}, the model has {getattr(args, field)}; "
-                    "give the Llama 2 70B checkpoint with fused qkv the reference uses"
-                )
-    want = expected(args)
-    missing = [n for n in want if n not in ckpt.files]
-    if missing:
-        raise DataError(
-            f"{ckpt.folder}: no tensor {missing[0]} ({len(missing)} of the model's {len(want)} missing); "
-            "the reference's checkpoint has fused qkv_proj tensors (Llama2-70b-fused-qkv-mlperf)"
-        )
-    extra = sorted(n for n in ckpt.files if n not in want and not n.endswith("rotary_emb.inv_freq"))
-    if extra:
-        raise DataError(f"{ckpt.folder}: tensor {extra[0]} is not part of the model; give the reference's checkpoint")
-    for path in sorted(set(ckpt.files.values())):
-        for name, shape in header(path).items():
-            if name in want and shape != want[name]:
-                raise DataError(
-                    f"{path}: {name} has shape {list(shape)}, the model's is {list(want[name])}; the checkpoint is "
-                    "of another model size"
-                )
-            if name in want and ckpt.files[name] != path:
-                raise DataError(f"{path}: holds {name}, which the index places in {ckpt.files[name].name}")
+    fields = {key: getattr(args, field) for key, field in CONFIG_FIELDS.items()}
+    check_config(ckpt, fields, "give the Llama 2 70B checkpoint with fused qkv the reference uses")
+    check_tensors(
+        ckpt,
+        expected(args),
+        fix="the reference's checkpoint has fused qkv_proj tensors (Llama2-70b-fused-qkv-mlperf)",
+        shape_fix="the checkpoint is of another model size",
+        ignored=("rotary_emb.inv_freq",),
+    )
     return ckpt
 
 

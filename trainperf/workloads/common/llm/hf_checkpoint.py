@@ -82,6 +82,39 @@ def header(path: Path) -> dict[str, tuple[int, ...]]:
         raise DataError(f"{path}: not a safetensors file ({e}); copy the checkpoint again") from None
 
 
+def check_config(ckpt: Checkpoint, fields: dict[str, object], fix: str) -> None:
+    """config.json (where the folder has one) agrees with the model on every key of ``fields`` it holds."""
+    if not (ckpt.folder / CONFIG).is_file():
+        return
+    config = read_json(ckpt.folder / CONFIG)
+    for key, ours in fields.items():
+        if key in config and config[key] != ours:
+            raise DataError(f"{ckpt.folder / CONFIG}: {key} {config[key]!r}, the model has {ours}; {fix}")
+
+
+def check_tensors(
+    ckpt: Checkpoint, want: dict[str, tuple[int, ...]], *, fix: str, shape_fix: str, ignored: tuple[str, ...] = ()
+) -> None:
+    """Headers only: the checkpoint holds exactly the tensors of ``want`` (names ending in ``ignored`` aside), each in
+    its shape and in the file the index places it in."""
+    missing = [n for n in want if n not in ckpt.files]
+    if missing:
+        raise DataError(
+            f"{ckpt.folder}: no tensor {missing[0]} ({len(missing)} of the model's {len(want)} missing); {fix}"
+        )
+    extra = sorted(n for n in ckpt.files if n not in want and not n.endswith(ignored))
+    if extra:
+        raise DataError(f"{ckpt.folder}: tensor {extra[0]} is not part of the model; {fix}")
+    for path in sorted(set(ckpt.files.values())):
+        for name, shape in header(path).items():
+            if name in want and shape != want[name]:
+                raise DataError(
+                    f"{path}: {name} has shape {list(shape)}, the model's is {list(want[name])}; {shape_fix}"
+                )
+            if name in want and ckpt.files[name] != path:
+                raise DataError(f"{path}: holds {name}, which the index places in {ckpt.files[name].name}")
+
+
 def write(folder: Path, tensors: dict, config: dict, *, shards: int = 2) -> None:
     """A checkpoint folder in the reference's layout (``config.json``, ``shards`` safetensors files and the index);
     ``tensors`` by the reference's names. For fixtures and tests."""
