@@ -170,7 +170,8 @@ class Experts(nn.Module):
         self.down = nn.Parameter(torch.empty(n, ffn_dim, dim))
 
     def forward(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        if x.shape[0] and x.device.type == "cpu" and x.dtype == self.down.dtype and not torch.compiler.is_compiling():
+        cpu = x.device.type == "cpu" and not torch.is_autocast_enabled("cpu")  # grouped_mm is not autocast's
+        if x.shape[0] and cpu and x.dtype == self.down.dtype and not torch.compiler.is_compiling():
             return self.grouped(x, counts)
         return self.looped(x, counts)
 
@@ -183,7 +184,7 @@ class Experts(nn.Module):
         return F.grouped_mm(F.silu(gate) * up, self.down, offs=offs)
 
     def looped(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        """A loop over the experts that got tokens (any device, dtype or compiler; no rows at all included)."""
+        """A loop over the experts that got tokens (any device, dtype, autocast or compiler; no rows included)."""
         # unbind: the backward writes one gradient per matrix stack (indexing would allocate a zero-filled gradient
         # of the whole stack for every expert and add them up)
         gate_ups, downs = self.gate_up.unbind(0), self.down.unbind(0)
