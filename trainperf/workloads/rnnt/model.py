@@ -161,7 +161,7 @@ def greedy_decode(
     blank = model.blank
     g, state = model.predict(None, batch=b)
     out: list[list[int]] = [[] for _ in range(b)]
-    counts = torch.zeros(b, dtype=torch.long)
+    counts = torch.zeros(b, dtype=torch.long, device=f.device)  # beside the lengths and logits (a GPU's too)
     for t in range(f.shape[1]):
         active = lengths.to(torch.long) > t
         if cap_before_frames:
