@@ -14,6 +14,7 @@ from round_logs import APR_2024, package, plain_records, record
 from untrusted import SYSTEM
 
 from trainperf.submission import power
+from trainperf.submission.cli import format_review
 from trainperf.submission.layout import copy_package
 from trainperf.submission.review import review
 
@@ -75,6 +76,7 @@ def test_v4_0_logs_stopped_on_their_last_line_get_v4_0s_energy_score(tmp_path):
     assert "kept from the installed result_summarizer, which cannot read it; the energy score is the one v4.0's" in said
     assert "differs from result_summarizer's" not in said
     assert not [w for w in verdict.warnings if power.RULE in w], verdict.warnings  # 2 Hz, covering the run
+    assert "| result_summarizer cannot read these power logs" in "\n".join(format_review(result))
 
 
 def test_a_later_round_keeps_the_installed_summarizers_reading(tmp_path):
