@@ -18,14 +18,16 @@ first since the start), is the measured energy; scaled to the run by ``(run_stop
 and by ``conversion_eff``. For each switch, ``conversion_eff * interconnect_power_est * (run_stop - run_start)``.
 Joules, summed over the files. The benchmark's energy is the olympic mean over the runs the time score keeps.
 
-Each round's energy by its own summarizer's formula (:func:`formula_of`). v4.0's (mlcommons/logging at tag
+Where the installed summarizer cannot read a package's node logs, review gives the energy by the formula of the
+package's own round's summarizer (:func:`formula_of`), where that one read them. v4.0's (mlcommons/logging at tag
 4.0.0-rc3-rcp-prunning, 20 May 2024, with 4054425 "Set power_measurement_stop to last measurement"; the round's
-results were summarized by master of 13 June 2024, which adds only a switch's default ``conversion_eff`` of 1.0)
+energy as published is that of master of 13 June 2024, which adds only a switch's default ``conversion_eff`` of 1.0)
 read a node log's lines in file order, not sorted: every reading up to the first ``power_measurement_stop`` line
 counted (the time since the previous reading, or since the last ``power_measurement_start``), the stop taken as the
 later of that line's time and the latest reading, ``conversion_eff`` the last one before the stop line. Later rounds'
 (the installed summarizer's, above) sort the lines and stop at the stop line's time: a log whose stop line sits last
 but carries the start's time is a measurement of length zero there, which the installed summarizer divides by.
+On logs in time order without a reading before the start, the two formulas agree.
 
 A power log is untrusted: read under the result files' size cap, without following links, through the gate, and
 parsed here as data (nothing evaluated, no logged value used as a path). A log the official summarizer would crash

@@ -285,10 +285,14 @@ def _check_power(
     """The power rules on each run's logs (warnings naming the file and the rule) and the energy score as the
     official summarizer of the package's round computes it (:mod:`trainperf.submission.power`), over the runs the
     time score keeps. ``withheld``: why the installed tools cannot read the logs, kept out of their copy; the energy
-    score is then given only where the round's own summarizer read them (v4.0's: its formula and no numbering rule)."""
+    score is then given only where the round's own summarizer read them (v4.0's: its formula and no numbering rule);
+    where the installed summarizer reads them, its formula (the review's energy is compared with its score)."""
     if logs is None:
         return
-    formula, where = power.formula_of(chosen), f"results/{bench.system}/{bench.benchmark}/{power.FOLDER}"
+    # the round's own formula where the installed summarizer cannot read the logs; where it can, its energy stands
+    # (the same as v4.0's on logs in time order without a reading before the start)
+    formula = power.formula_of(chosen) if withheld else power.INSTALLED
+    where = f"results/{bench.system}/{bench.benchmark}/{power.FOLDER}"
     bench.warnings += withheld or []
     unread = [
         f"{where}/{run}/{why}" for run, p in logs.items() for n in p.nodes if (why := power.unreadable(n, formula))
