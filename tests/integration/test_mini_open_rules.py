@@ -46,7 +46,8 @@ def test_every_other_check_of_the_open_file_still_applies_to_a_mini_log(tmp_path
 
 
 def test_a_reference_scale_log_is_held_to_the_open_files_sequence_length_and_target(tmp_path):
-    log = edited(tmp_path, '"key": "trainperf_scale", "value": "mini"', '"key": "trainperf_scale", "value": "reference"')
+    scale = '"key": "trainperf_scale", "value": '
+    log = edited(tmp_path, scale + '"mini"', scale + '"reference"')
     res = check_log(log)
     assert not res.passed
     assert any("8192" in p for p in res.problems) and any("3.34" in p for p in res.problems), res.problems
