@@ -13,8 +13,10 @@ demo: setup
 	$(VENV)/bin/trainperf run all --scale mini --out $(OUT)
 	$(VENV)/bin/trainperf report $(OUT) -o $(OUT)/report.html --markdown $(OUT)/report.md
 
+# two workers (pytest-xdist): the tests that train run one after another on one of them, everything else beside them
+# (tests/conftest.py says how they are grouped)
 test: setup
-	$(VENV)/bin/python -m pytest tests
+	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup tests
 
 lint: setup
 	$(VENV)/bin/ruff check trainperf tests benchmarks

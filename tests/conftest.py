@@ -3,6 +3,7 @@ MLLOG files."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -30,6 +31,14 @@ def data_dir() -> Path:
     root = default_data_dir()
     if not resnet_mini.DEBIAN_DIR.exists() and resnet_mini.verify_mini(root):
         pytest.fail("Debian's dataset-fashion-mnist is not installed: run `make setup` (scripts/setup.sh)")
+    root.mkdir(parents=True, exist_ok=True)
+    # `make test` runs two pytest-xdist workers: one prepares, the other waits here and then finds it all prepared
+    with open(root / ".tests-prepare.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _prepare_all(root, resnet_mini)
+
+
+def _prepare_all(root: Path, resnet_mini) -> Path:
     resnet_mini.prepare_mini(root)
     from trainperf.workloads.common.detection import coco
 
@@ -73,6 +82,31 @@ def resnet_runs(tmp_path_factory, data_dir) -> Path:
     assert r.returncode == 0, r.stdout + r.stderr
     (out.parent / "stdout.txt").write_text(r.stdout)
     return out
+
+
+# The tests that train (marked slow or distributed, or reading the shared resnet runs) take most of CI's time; under
+# pytest-xdist (`make test`: `-n 2 --dist loadgroup`) their modules run one after another on one worker, as they would
+# alone: two trainings at once on a two-core machine would only slow each other and make their timeouts flaky. Every
+# other module runs whole on whichever worker is free, so a module's fixtures are made once.
+SERIAL_GROUP = "trains"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") != "loadgroup":
+        return
+    serial = {
+        item.module.__name__
+        for item in items
+        if item.get_closest_marker("slow") or item.get_closest_marker("distributed") or _reads_resnet_runs(item)
+    }
+    for item in items:
+        name = item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP if name in serial else name))
+
+
+def _reads_resnet_runs(item) -> bool:
+    return "resnet_runs" in getattr(item, "fixturenames", ())
 
 
 @pytest.fixture
