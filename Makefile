@@ -16,7 +16,7 @@ demo: setup
 # two workers (pytest-xdist): the tests that train run one after another on one of them, everything else beside them
 # (tests/conftest.py says how they are grouped)
 test: setup
-	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup tests
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile tests
 
 lint: setup
 	$(VENV)/bin/ruff check trainperf tests benchmarks

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -84,29 +86,34 @@ def resnet_runs(tmp_path_factory, data_dir) -> Path:
     return out
 
 
-# The tests that train (marked slow or distributed, or reading the shared resnet runs) take most of CI's time; under
-# pytest-xdist (`make test`: `-n 2 --dist loadgroup`) their modules run one after another on one worker, as they would
-# alone: two trainings at once on a two-core machine would only slow each other and make their timeouts flaky. Every
-# other module runs whole on whichever worker is free, so a module's fixtures are made once.
+# The tests that train take most of CI's time. Under pytest-xdist (`make test`: `-n 2 --dist loadfile`) the modules
+# that train (a test marked slow or distributed, or reading the shared resnet runs) run one after another on one
+# worker, as they would alone: two trainings at once on a two-core machine only slow each other and make their
+# timeouts flaky. Every other module runs whole on whichever worker is free, so a module's fixtures are made once.
+# (Told from each module's source: the controller that schedules has node ids, not collected items; and
+# `--dist loadgroup`'s marks do not reach it under this pytest.)
 SERIAL_GROUP = "trains"
+_TRAINS = re.compile(r"mark\.slow\b|mark\.distributed\b|\bresnet_runs\b")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") != "loadgroup":
-        return
-    serial = {
-        item.module.__name__
-        for item in items
-        if item.get_closest_marker("slow") or item.get_closest_marker("distributed") or _reads_resnet_runs(item)
-    }
-    for item in items:
-        name = item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP if name in serial else name))
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class TrainingModulesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SERIAL_GROUP if _trains(root / module) else module
+
+    return TrainingModulesTogether(config, log)
 
 
-def _reads_resnet_runs(item) -> bool:
-    return "resnet_runs" in getattr(item, "fixturenames", ())
+@cache
+def _trains(module: Path) -> bool:
+    return module.suffix == ".py" and bool(_TRAINS.search(module.read_text()))
 
 
 @pytest.fixture
