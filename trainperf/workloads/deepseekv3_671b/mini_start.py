@@ -8,7 +8,8 @@ parameters (the 4,096-token embedding and output layer alone are 1.6 M), 8.7 MB 
 package should weigh at most, and training it takes one to two minutes on two cores. Its SHA-256 goes into
 ``manifest.json`` beside it, which every mini run checks before the clock (with the names and shapes of its tensors);
 the manifest also records the tokenizer it was trained with and the log-perplexity it scores on the evaluation
-sequences. The training is seeded (weights and the order of the sequences), in fp32 on the CPU; another machine's
+sequences. The training is seeded (weights and the order of the sequences), in fp32 on the CPU (two trainings in
+separate processes on one machine wrote the same file, SHA-256 and all); another machine's
 floating point may round differently and make slightly different weights, so prepare compares their log-perplexity
 with the one the mini target was set from and says when they differ.
 ``benchmarks/deepseek_mini_start.py`` reruns it anywhere and prints its curve.
