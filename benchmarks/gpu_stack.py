@@ -1,5 +1,5 @@
-"""The optimization stack on one GPU: reference-scale throughput of resnet and bert, stack off and on; llama31_8b's
-tokens/s per GPU.
+"""The optimization stack on one GPU: reference-scale throughput of resnet and bert, stack off and on; the tokens/s per
+GPU of llama31_8b's, gpt_oss_20b's and deepseekv3_671b's reference decoders.
 
     python benchmarks/gpu_stack.py --out "$OUT"            # on a CUDA machine: one prepared check
     python benchmarks/gpu_stack.py --cpu-check --out /tmp/s # the same script on a CPU, at toy sizes
@@ -19,10 +19,12 @@ higher. A synthetic batch measures the step alone: no decoding, no augmentation.
 
 llama31_8b is measured by ``benchmarks/gpu_llama.py`` in its own process (the 8B's forward and backward pass of
 one 8,192-token sequence, activation checkpointing off and on, beside the published per-accelerator rate; its
-docstring says what the figure leaves out); its table is appended.
+docstring says what the figure leaves out); gpt_oss_20b and deepseekv3_671b by ``benchmarks/gpu_moe.py``, each in its
+own process (the reference's layer shapes with fewer blocks, since neither whole model fits one GPU, and the
+reference's depth estimated from them; its docstring says which blocks). Their tables are appended.
 
 Writes ``OUT/ablation/KEY-reference.json`` (each ablation, as `trainperf report` reads it),
-``OUT/gpu_stack.json`` and ``OUT/gpu_stack.md`` (the table), and each ablation's output in
+``OUT/gpu_stack.json`` and ``OUT/gpu_stack.md`` (the tables), and each ablation's or script's output in
 ``OUT/KEY.log``.
 """
 
@@ -43,8 +45,13 @@ SETTINGS = {
 }
 SWITCHES = "precision,optimizer-impl,pin-memory,device-prefetch,compile,cuda-graphs"
 CPU_SWITCHES = "precision,optimizer-impl,prefetch"  # --cpu-check: what a CPU can run, quickly
-LLAMA = "llama31_8b"  # measured by gpu_llama.py, not by an ablation
-LLAMA_TIMEOUT_S = 300
+# Measured by a script of their own, not by an ablation: the script and its arguments (the key is gpu_moe.py's)
+DECODERS = {
+    "llama31_8b": ("gpu_llama.py",),
+    "gpt_oss_20b": ("gpu_moe.py", "gpt_oss_20b"),
+    "deepseekv3_671b": ("gpu_moe.py", "deepseekv3_671b"),
+}
+DECODER_TIMEOUT_S = 300
 PUBLISHED_GPUS = 8
 PUBLISHED_ACCELERATOR = "H200"
 
@@ -165,11 +172,15 @@ def markdown(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "/tmp/gpu-stack"))
-    p.add_argument(
-        "--benchmarks", default=f"resnet,bert,{LLAMA}", help=f"comma-separated (default resnet,bert,{LLAMA})"
-    )
+    every = ",".join((*SETTINGS, *DECODERS))
+    p.add_argument("--benchmarks", default=every, help=f"comma-separated (default {every})")
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats per configuration (default 3)")
-    p.add_argument("--timeout-s", type=int, default=0, help="each ablation's limit (default: resnet 270, bert 270)")
+    p.add_argument(
+        "--timeout-s",
+        type=int,
+        default=0,
+        help="each ablation's or script's limit (default: resnet 270, bert 270, each decoder 300)",
+    )
     p.add_argument(
         "--cpu-check",
         action="store_true",
@@ -177,45 +188,48 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     keys = [k.strip() for k in args.benchmarks.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in (*SETTINGS, LLAMA)]
+    unknown = [k for k in keys if k not in (*SETTINGS, *DECODERS)]
     if unknown or not keys:
-        p.error(f"--benchmarks: {', '.join(unknown) or '(none)'}: choose among {', '.join((*SETTINGS, LLAMA))}")
+        p.error(f"--benchmarks: {', '.join(unknown) or '(none)'}: choose among {', '.join((*SETTINGS, *DECODERS))}")
     import torch
 
     if not torch.cuda.is_available() and not args.cpu_check:
         p.error("no CUDA device here: this check is for a GPU (--cpu-check runs it on a CPU at toy sizes)")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for key in [k for k in keys if k != LLAMA]:
+    for key in [k for k in keys if k not in DECODERS]:
         print(f"{key}: ablating ...", flush=True)
         data, why = ablate(key, args)
         rows.append(summary_row(key, data, why, published_rate(key)))
         print(f"{key}: {why or 'done'}", flush=True)
     table = markdown(rows) if rows else ""
-    llama_ok = True
-    if LLAMA in keys:
-        llama_table, llama_ok = llama(args)
-        table += f"\n{LLAMA}, one GPU's forward and backward pass (benchmarks/gpu_llama.py):\n\n{llama_table}"
+    decoders_ok = True
+    for key in [k for k in keys if k in DECODERS]:
+        decoder_table, ok = decoder(key, args)
+        decoders_ok &= ok
+        script = DECODERS[key][0]
+        table += f"\n{key}, one GPU's forward and backward pass (benchmarks/{script}):\n\n{decoder_table}"
     (args.out / "gpu_stack.json").write_text(json.dumps(rows, indent=2) + "\n")
     (args.out / "gpu_stack.md").write_text(table)
     print(table)
-    return 0 if llama_ok and all(r.get("stack_off") is not None for r in rows) else 1
+    return 0 if decoders_ok and all(r.get("stack_off") is not None for r in rows) else 1
 
 
-def llama(args: argparse.Namespace) -> tuple[str, bool]:
-    """gpu_llama.py in its own process: (its table, or why there is none; whether it measured)."""
-    cmd = [sys.executable, str(Path(__file__).with_name("gpu_llama.py")), "--out", str(args.out)]
+def decoder(key: str, args: argparse.Namespace) -> tuple[str, bool]:
+    """The decoder's own script in its own process: (its table, or why there is none; whether it measured)."""
+    script, *script_args = DECODERS[key]
+    cmd = [sys.executable, str(Path(__file__).with_name(script)), *script_args, "--out", str(args.out)]
     cmd += ["--cpu-check", "--steps", "1", "--repeats", "1", "--warmup", "0"] if args.cpu_check else []
-    log = args.out / f"{LLAMA}.log"
-    print(f"{LLAMA}: measuring ...", flush=True)
+    log = args.out / f"{key}.log"
+    print(f"{key}: measuring ...", flush=True)
     try:
         with log.open("w") as f:
-            r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout_s or LLAMA_TIMEOUT_S)
+            r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout_s or DECODER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"stopped at its time limit; see {log.name}\n", False
-    table = args.out / "gpu_llama.md"
+    table = args.out / (f"gpu_moe_{key}.md" if script == "gpu_moe.py" else "gpu_llama.md")
     if r.returncode != 0 or not table.is_file():
-        return f"gpu_llama.py exited {r.returncode}; see {log.name}\n", False
+        return f"{script} exited {r.returncode}; see {log.name}\n", False
     return table.read_text(), True
 
 

@@ -7,6 +7,7 @@
     python benchmarks/metric_error.py dlrm --resamples 1000
     python benchmarks/metric_error.py rnnt
     python benchmarks/metric_error.py llama31_8b
+    python benchmarks/metric_error.py gpt_oss_20b
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
@@ -61,6 +62,7 @@ PER_IMAGE = {
     "bert": "masked_lm_hits",
     "rnnt": "utterance_errors",
     "llama31_8b": "sequence_losses",
+    "gpt_oss_20b": "sequence_losses",  # llama31_8b's evaluation, on the mixture-of-experts decoder
 }
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
@@ -239,7 +241,7 @@ def main() -> int:
         n, metric = auc_metric(outcomes)
     elif a.benchmark == "bert":
         n, metric = mlm_metric(outcomes)
-    elif a.benchmark == "llama31_8b":
+    elif PER_IMAGE[a.benchmark] == "sequence_losses":
         n, metric = log_perplexity_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)

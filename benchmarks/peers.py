@@ -34,6 +34,11 @@ something. The peers:
   dimension, layers, heads, key/value heads, FFN, vocabulary, RMSNorm epsilon and RoPE base; its default attention,
   ``sdpa``), trained the way its users train it (``labels=`` the input ids, its own shifted loss), the same AdamW,
   schedule and clipping, a plain loop.
+- gpt_oss_20b: Hugging Face transformers' ``GptOssForCausalLM`` of the mini decoder's configuration (the same width,
+  layers, heads and their width, key/value heads, experts, expert width, top-k, sliding window on the same layers,
+  vocabulary, norm epsilon, RoPE base; eager attention), trained the same way as llama31_8b's peer; what
+  transformers' GPT-OSS has beyond trainperf's decoder (attention sinks, router and expert biases, the clamped
+  SwiGLU) is in ``benchmarks/peers_llm.py``, where both Hugging Face models are built.
 - minigo: self-play as a straightforward implementation plays it: one game at a time in one process, each
   network call evaluating the one position the search asks for (trainperf's own search and Go rules, so
   only the batching and the worker processes differ); trainperf's side is a run's self-play (the workload's
@@ -79,11 +84,14 @@ from trainperf.harness.torch_state import torch_state
 from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 
-KEYS = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers_llm import hf_causal_loss, hf_gpt_oss, hf_llama  # noqa: E402 (a sibling module: the Hugging Face LLMs)
+
+KEYS = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b", "gpt_oss_20b")
 # Timed steps per repetition when --steps is not given: each workload's pair takes 30-70 s at 3 repeats here.
 DEFAULT_STEPS = {
     "resnet": 30, "ssd": 10, "maskrcnn": 10, "unet3d": 12, "rnnt": 20, "bert": 15, "dlrm": 200, "minigo": 16,
-    "llama31_8b": 10,
+    "llama31_8b": 10, "gpt_oss_20b": 10,
 }  # fmt: skip
 CACHED_BATCHES = 8  # batches drawn once and cycled by both sides
 
@@ -327,26 +335,7 @@ def bert_pair() -> Pair:
     return Pair("tokens/s", batch, ours, peer, "transformers BertForPreTraining, plain loop", close=w.close)
 
 
-# --- llama31_8b: Hugging Face transformers ------------------------------------------------------------------
-def hf_llama(args) -> nn.Module:
-    """transformers' LlamaForCausalLM of the decoder's configuration."""
-    import transformers
-
-    config = transformers.LlamaConfig(
-        vocab_size=args.vocab_size, hidden_size=args.dim, intermediate_size=args.ffn_dim,
-        num_hidden_layers=args.n_layers, num_attention_heads=args.n_heads, num_key_value_heads=args.n_kv_heads,
-        max_position_embeddings=args.max_seq_len, rms_norm_eps=args.norm_eps, rope_theta=args.rope_theta,
-        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, initializer_range=args.init_std,
-    )  # fmt: skip
-    return transformers.LlamaForCausalLM(config)
-
-
-def hf_causal_loss(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
-    """The way its users train it: the sample as input and as labels (the model shifts them itself, so it scores
-    the same next tokens as trainperf's loss, reading one position more)."""
-    return model(input_ids=batch, labels=batch, use_cache=False).loss
-
-
+# --- llama31_8b, gpt_oss_20b: Hugging Face transformers (the models in peers_llm.py) --------------------------
 def llama_pair() -> Pair:
     w = workload("llama31_8b")
     next_batch = cached(w)
@@ -360,6 +349,22 @@ def llama_pair() -> Pair:
     peer = stepping(plain_step(model, opt, sched, hf_causal_loss, w.recipe.clip_grad_norm), next_batch, tokens)
     batch = f"{w.local_batch_size} x {w.seq_len} tokens"
     return Pair("tokens/s", batch, ours, peer, "transformers LlamaForCausalLM, plain loop", close=w.close)
+
+
+def gpt_oss_pair() -> Pair:
+    w = workload("gpt_oss_20b")
+    next_batch = cached(w)
+    tokens = lambda b: b[:, 1:].numel()  # noqa: E731 (the positions scored)
+    seed_everything(0)
+    stepper = stepper_for(w, w.build_model())
+    ours = stepping(lambda b: stepper.step([b]), next_batch, tokens)
+    seed_everything(0)
+    model = hf_gpt_oss(w.args)
+    opt, sched = w.build_optimizer(model)
+    peer = stepping(plain_step(model, opt, sched, hf_causal_loss, w.recipe.clip_grad_norm), next_batch, tokens)
+    batch = f"{w.local_batch_size} x {w.seq_len} tokens"
+    name = "transformers GptOssForCausalLM (eager attention), plain loop"
+    return Pair("tokens/s", batch, ours, peer, name, close=w.close)
 
 
 # --- dlrm: the reference repository's layout ----------------------------------------------------------------
@@ -554,6 +559,7 @@ BUILDERS: dict[str, Callable[[], Pair]] = {
     "dlrm": dlrm_pair,
     "minigo": minigo_pair,
     "llama31_8b": llama_pair,
+    "gpt_oss_20b": gpt_oss_pair,
 }
 
 

@@ -1,6 +1,7 @@
 """Review a whole published MLPerf Training results repository and print how far trainperf agrees with MLCommons.
 
     python benchmarks/real_round.py ROUND [--orgs A,B] [--json FILE] [--jobs N] [--ruleset X.Y.Z]
+                                     [--published-energy CSV]
 
 ROUND is a folder holding one ``<org>/`` package per submitter (systems/ and results/), e.g. the files of the
 mlcommons/training_results_v2.0 repository. Every (system, benchmark) of every org is reviewed with
@@ -9,9 +10,11 @@ table (trainperf/history/data/mlperf_training_results.csv, the round taken from 
 Printed: per org the pairs, how many are accepted, how many of trainperf's scores equal the published one to three
 decimals (the raw score, times scaling.json's factor where the committee gave one), how many pairs have power logs
 and how many of trainperf's energy scores equal the official result_summarizer's (the tool MLCommons' results
-tables, energy included, come from; the history table holds no energy), errors and warnings by kind, and the time;
-then every rejected pair with its errors. --json writes every verdict. Each org is reviewed by the
-ruleset of its round as review finds it (--ruleset: that one for every org); the rulesets used are printed.
+tables, energy included, come from; the history table holds no energy) or, where the installed summarizer cannot
+read the power logs, the published one of --published-energy (a CSV: org, system, benchmark, energy_joules as
+published, scaling.json's factor applied; benchmarks/data/published_energy_v4.0.csv for v4.0), errors and warnings
+by kind, and the time; then every rejected pair with its errors. --json writes every verdict. Each org is reviewed by
+the ruleset of its round as review finds it (--ruleset: that one for every org); the rulesets used are printed.
 """
 
 from __future__ import annotations
@@ -60,11 +63,21 @@ def _same(ours: float | None, theirs: str) -> bool:
     return ours is not None and theirs not in ("", None) and abs(ours - float(theirs)) <= 0.0005 + 1e-9
 
 
-def _energy_same(v: dict[str, Any]) -> bool:
-    """trainperf's energy score equal to the official result_summarizer's (the table MLCommons publishes energy
-    from), to a part in 10^9, where either gave one."""
+def _energy_same(v: dict[str, Any], published: float | None = None) -> bool:
+    """trainperf's energy score equal, to a part in 10^9, to the official result_summarizer's (the table MLCommons
+    publishes energy from) or, for power logs kept from the installed summarizer, to the ``published`` one (scaled
+    by scaling.json's factor, as published)."""
     a, b = v.get("energy_joules"), v.get("summarizer_energy_joules")
+    if v.get("power_withheld"):
+        a, b = v.get("scaled_energy_joules"), published
     return a is not None and b is not None and abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def published_energy(path: Path | None) -> dict[tuple[str, str, str], float]:
+    if path is None:
+        return {}
+    with path.open(newline="", encoding="utf-8") as f:
+        return {(r["org"], r["system"], r["benchmark"]): float(r["energy_joules"]) for r in csv.DictReader(f)}
 
 
 def table_lines(
@@ -73,6 +86,7 @@ def table_lines(
     round_name: str,
     total: float,
     jobs: int,
+    energy_table: dict[tuple[str, str, str], float] | None = None,
 ) -> list[str]:
     """The agreement table (per org: pairs, accepted, score equal to the published one, pairs with power logs and
     whose energy equals the summarizer's, errors, warnings, time), the errors and warnings by kind, and every
@@ -90,7 +104,7 @@ def table_lines(
             ours = v["scaled_minutes"] if v["scaling_factor"] else v["score_minutes"]
             equal += bool(row and _same(ours, row["score_min"]))
             power += bool(v.get("power_logs"))
-            energy += _energy_same(v)
+            energy += _energy_same(v, (energy_table or {}).get((r["org"], v["system"], v["benchmark"])))
             errors.update(f["kind"] for f in v["errors"])
             warnings.update(f["kind"] for f in v["warnings"])
             if not v["accepted"] or r["errors"]:
@@ -102,7 +116,8 @@ def table_lines(
         rows.append((r["org"], n, accepted, equal, power, energy, n_err, n_warn, r["seconds"]))
         sums.update(pairs=n, accepted=accepted, equal=equal, power=power, energy=energy, errors=n_err, warnings=n_warn)
     out = [
-        f"| org ({round_name}) | pairs | accepted | score = published | power logs | energy = summarizer's | errors "
+        f"| org ({round_name}) | pairs | accepted | score = published | power logs | energy = summarizer's/published "
+        "| errors "
         "| warnings | time (s) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -137,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ruleset", help="review every org by this ruleset (default: each org's round, as review finds it)"
     )
+    ap.add_argument(
+        "--published-energy",
+        type=Path,
+        help="a CSV of published energy scores (org, system, benchmark, energy_joules) for power logs the installed "
+        "summarizer cannot read",
+    )
     args = ap.parse_args(argv)
     round_name = args.round_name or ("v" + m[1] if (m := re.search(r"(\d+\.\d+)", args.round.name)) else "")
     table = published(round_name)
@@ -150,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(f"{r['org']}: {len(r['verdicts'])} pairs, {r['seconds']:.1f} s", file=sys.stderr, flush=True)
     total = time.perf_counter() - start
-    for line in table_lines(results, table, round_name, total, args.jobs):
+    for line in table_lines(results, table, round_name, total, args.jobs, published_energy(args.published_energy)):
         print(line)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

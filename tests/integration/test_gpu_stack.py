@@ -81,3 +81,58 @@ def test_the_8b_counts_seven_and_a_half_billion_parameters_in_its_products():
 
     # Llama 3.1 8B: 8.03 billion parameters, of which the 0.53 billion of the input embedding are a lookup
     assert module.product_parameters(LLAMA31_8B) == pytest.approx(7.505e9, rel=1e-3)
+
+
+def _gpu_moe():
+    spec = importlib.util.spec_from_file_location("gpu_moe", ROOT / "benchmarks" / "gpu_moe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_moe_references_are_measured_by_their_own_script_at_fewer_blocks(gpu_stack, tmp_path):
+    """gpu_moe.py through gpu_stack.py, rehearsed at the debug width: each model of fewer blocks is a row, and the
+    reference's depth is estimated from the step times fitted per block."""
+    out = tmp_path / "out"
+    assert gpu_stack.main(["--cpu-check", "--benchmarks", "gpt_oss_20b,deepseekv3_671b", "--out", str(out)]) == 0
+    gpt = json.loads((out / "gpu_moe_gpt_oss_20b.json").read_text())
+    assert [(r["dense_blocks"], r["moe_blocks"]) for r in gpt["rows"]] == [(0, 2), (0, 4)]
+    deepseek = json.loads((out / "gpu_moe_deepseekv3_671b.json").read_text())
+    assert [(r["dense_blocks"], r["moe_blocks"]) for r in deepseek["rows"]] == [(1, 0), (2, 0), (1, 1)]
+    for doc, full in ((gpt, (0, 24)), (deepseek, (3, 58))):
+        assert doc["flavour"] == "debug" and doc["sequence_length"] == 64
+        assert all(not r["error"] and r["tokens_per_second"] > 0 for r in doc["rows"])
+        e = doc["estimate"]
+        assert (e["dense_blocks"], e["moe_blocks"]) == full and e["tokens_per_second"] == 64 / e["step_seconds"]
+    table = (out / "gpu_stack.md").read_text()
+    assert "gpt_oss_20b, one GPU's forward and backward pass (benchmarks/gpu_moe.py)" in table
+    assert "| 1 + 1 | cpu |" in table and "3 + 58 blocks without the multi-token prediction block" in table
+
+
+def test_the_estimate_fits_a_fixed_cost_and_one_per_block():
+    rows = [
+        {"dense_blocks": 1, "moe_blocks": 0, "step_seconds": 1.0 + 0.5, "error": ""},
+        {"dense_blocks": 2, "moe_blocks": 0, "step_seconds": 1.0 + 1.0, "error": ""},
+        {"dense_blocks": 1, "moe_blocks": 1, "step_seconds": 1.0 + 0.5 + 2.0, "error": ""},
+    ]
+    e = _gpu_moe().estimate(rows, (3, 58), 4096)
+    assert e["fixed_seconds"] == pytest.approx(1.0) and e["moe_block_seconds"] == pytest.approx(2.0)
+    assert e["step_seconds"] == pytest.approx(1.0 + 3 * 0.5 + 58 * 2.0)
+    assert _gpu_moe().estimate([{**rows[0], "error": "out of memory"}, *rows[1:]], (3, 58), 4096) is None
+
+
+def test_the_moe_references_count_their_active_parameters_in_products():
+    import dataclasses
+
+    from trainperf.workloads.deepseekv3_671b.model import FLAVOURS as DEEPSEEK
+    from trainperf.workloads.gpt_oss_20b.model import FLAVOURS as GPT_OSS
+
+    module = _gpu_moe()
+    gpt = GPT_OSS["20B"]
+    # GPT-OSS 20B as the reference builds it: 3.77 B parameters active per token (the spec), 0.37 B of them the
+    # embedding, a lookup
+    assert module.product_parameters(gpt) + gpt.vocab_size * gpt.dim == pytest.approx(3.767e9, rel=1e-3)
+    # DeepSeek-V3 without its multi-token prediction block: 37.6 B active (DeepSeek's "37 B activated"), 0.93 B of
+    # them the embedding
+    deepseek = dataclasses.replace(DEEPSEEK["671B"], mtp_layers=0)
+    assert module.product_parameters(deepseek) + deepseek.vocab_size * deepseek.dim == pytest.approx(37.55e9, rel=1e-3)

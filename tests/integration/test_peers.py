@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,3 +69,30 @@ def test_hugging_face_peer_trains_the_same_loss(peers):
     model = peers.HuggingFaceBert().eval()
     with torch.no_grad():
         assert peers.hf_loss(model, batch) == pytest.approx(float(pretraining_loss(model, batch)), rel=1e-5)
+
+
+def test_the_gpt_oss_peer_has_the_mini_decoders_sizes_and_trains_the_same_objective(peers):
+    """transformers' GptOssForCausalLM built from the mini flavour: the same matrices as trainperf's decoder (its
+    parameters differ by GPT-OSS's attention sinks and router and expert biases alone), the same window, and its own
+    shifted loss equal to the next-token cross-entropy of its logits."""
+    from trainperf.workloads.common.llm.model import Decoder
+    from trainperf.workloads.gpt_oss_20b.model import FLAVOURS
+
+    args = FLAVOURS["mini"]
+    torch.manual_seed(0)
+    hf = peers.hf_gpt_oss(args).eval()
+    c = hf.config
+    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim) == (
+        192, 4, 6, 2, 32,
+    )  # fmt: skip
+    assert (c.num_local_experts, c.num_experts_per_tok, c.intermediate_size, c.vocab_size) == (8, 2, 256, 4096)
+    assert c.layer_types == ["sliding_attention", "full_attention"] * 2 and c._attn_implementation == "eager"
+    assert c.sliding_window == 33  # transformers counts the position itself: trainperf's 32 before it
+    extras = 4 * (6 + 8 + 8 * (2 * 256 + 192))  # per layer: sinks, router bias, experts' biases
+    ours = sum(p.numel() for p in Decoder(args).parameters())
+    assert sum(p.numel() for p in hf.parameters()) == ours + extras
+    batch = torch.randint(0, 4096, (2, 17))
+    with torch.no_grad():
+        logits = hf(input_ids=batch[:, :-1]).logits
+        expected = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+        assert peers.hf_causal_loss(hf, batch) == pytest.approx(float(expected), rel=1e-5)

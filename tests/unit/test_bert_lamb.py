@@ -3,6 +3,7 @@ and the reference's learning-rate policy."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -73,8 +74,22 @@ def test_learning_rate_policy_is_the_references():
         opt_learning_rate_training_steps=1000,
     )
     f = lr_policy(r)
-    # warm-up: (step - start_warmup_step + 1) / warmup while step - start_warmup_step is below the warm-up (the
-    # reference's, one step earlier); then linear decay to 0 at the last step
-    assert math.isclose(f(0), 21 / 100) and math.isclose(f(50), 71 / 100) and math.isclose(f(79), 1.0)
+    # warm-up: (step - start_warmup_step) / warmup while step - start_warmup_step is below the warm-up, as the
+    # reference's create_optimizer counts its global_step from 0 (optimization.py:53-72); then linear decay to 0
+    # at the last step
+    assert math.isclose(f(0), 20 / 100) and math.isclose(f(50), 70 / 100) and math.isclose(f(79), 99 / 100)
     assert math.isclose(f(80), 1 - 80 / 1000) and math.isclose(f(500), 0.5)
     assert f(1000) == 0.0 and f(5000) == 0.0
+    first = lr_policy(dataclasses.replace(r, start_warmup_step=0))
+    assert first(0) == 0.0 and math.isclose(first(1), 1 / 100)
+
+
+def test_the_mini_recipe_keeps_its_calibrated_warm_up_one_step_ahead():
+    mini = registry.default_recipe("bert", "mini")
+    assert (
+        not mini.opt_learning_rate_warmup_from_zero
+        and registry.default_recipe("bert", "reference").opt_learning_rate_warmup_from_zero
+    )
+    f = lr_policy(mini)
+    w = mini.opt_learning_rate_warmup_steps
+    assert math.isclose(f(0), 1 / w) and math.isclose(f(w - 1), 1.0)

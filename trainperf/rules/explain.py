@@ -195,6 +195,21 @@ EXACTLY_ONE = re.compile(
 )
 
 
+def reference_scale_warning(lines: list[Line], benchmark: str | None, ruleset: str, key: str, check: str) -> str | None:
+    """The warning for a failed check of the installed open rule file that fixes a reference-scale value
+    (:data:`rulesets.REFERENCE_SCALE_OPEN_CHECKS`), where the log is a trainperf mini log in the open division: it
+    is judged by its benchmark's mini rules (its own target and sequence length). None for any other check or log."""
+    mini = first_value(lines, "trainperf_scale") == "mini" and first_value(lines, "submission_division") == "open"
+    where = rulesets.open_checks(ruleset, benchmark) if mini and benchmark else {}
+    source = where.get((key, " ".join(check.split())))
+    if source is None:
+        return None
+    return (
+        f"the official open rule `{check.strip()}` on '{key}' ({source}) fixes the reference scale's value and is "
+        "not applied to a mini log, whose quality target the benchmark's mini rules judge"
+    )
+
+
 def explain(
     msg: str, lines: list[Line], benchmark: str | None, ruleset: str = MLPERF_RULESET
 ) -> tuple[str | None, str | None]:
@@ -214,6 +229,8 @@ def explain(
         names = " or ".join(f"'{k}'" for k in sorted(re.findall(r"'([^']+)'", m[1])))
         return f"the log must contain at least one {names} line but has none", None
     if m := re.match(r"Failed checks for (\S+) :(.*)$", first):
+        if warning := reference_scale_warning(lines, benchmark, ruleset, m[1], m[2]):
+            return None, warning
         placeholder = rulesets.OPEN_PLACEHOLDERS.get(ruleset, {}).get(" ".join(m[2].split()))
         if m[1] == "eval_accuracy" and placeholder and first_value(lines, "submission_division") == "open":
             return None, f"the official open rule `{m[2].strip()}` is not applied: {placeholder}"
@@ -223,6 +240,8 @@ def explain(
     if m := re.match(
         r"CHECK for '([^']*)' failed in line (\d+):\n(.*?)\nfailed test: (.*?)\ncurrent context", msg, re.DOTALL
     ):
+        if warning := reference_scale_warning(lines, benchmark, ruleset, m[1], m[4]):
+            return None, warning
         index = int(m[2])  # the checker counts MLLOG records from 0
         if index < len(lines) and lines[index].record is not None:
             lineno, record = lines[index].lineno, lines[index].record

@@ -44,6 +44,7 @@ def ruleset_of(spec: BenchmarkSpec) -> str:
 
     return registry.round_of(spec.key).ruleset
 
+
 # The END checks, exactly as written into the files; ``compliance`` recognises them by this text.
 DIVISION_CHECK = "s['mlperf_division'] == 'open'"
 STATUS_CHECK = "s['run_status'] == 'success'"
@@ -106,7 +107,9 @@ def _header(spec: BenchmarkSpec) -> list[str]:
         "#       --config /abs/path/to/this.yaml --log_output /tmp/checker.log LOG",
         "#",
         "# The BEGIN block enqueues the official common.yaml, which runs after this file and enqueues",
-        f"# open_common.yaml and open_{spec.key}.yaml (the MLPerf structure rules, without a target).",
+        f"# open_common.yaml and open_{spec.key}.yaml (the MLPerf structure rules; where an open file also",
+        "# asks for the reference's sequence length or quality target, as some of 6.1's do, `trainperf check`",
+        "# says those checks as warnings for a mini log: rulesets.REFERENCE_SCALE_OPEN_CHECKS).",
         "# The checker drops a KEY's CHECK/REQ messages when a later file defines the same KEY, so the",
         "# rules here on keys that official files also define (submission_division, run_stop,",
         "# eval_accuracy) are END checks or an ATLEAST_ONE_CHECK, whose failures are kept.",

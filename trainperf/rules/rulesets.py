@@ -139,6 +139,15 @@ OPEN_PLACEHOLDERS: dict[str, dict[str, str]] = {
         "log-perplexity meets; the quality target is checked by the benchmark's own rules instead",
     },
 }
+# Checks of the installed open rule files that fix a value of the reference scale: ruleset -> {key: the kind of check}.
+# In mlperf-logging 4.1.68, training_6.1.0/open_gpt_oss_20b.yaml (and the other 6.1 benchmarks' open files that are
+# not placeholders) ask an open submission for the reference's sequence length (a CHECK on max_sequence_length) and
+# its quality target (an ATLEAST_ONE_CHECK on eval_accuracy). A trainperf mini log is logged as open and judged by the
+# benchmark's mini rules, its own target and sequence length; only those two checks, read from the installed open
+# file itself, are said as warnings for it (explain.reference_scale_warning); every other check of the file applies.
+REFERENCE_SCALE_OPEN_CHECKS: dict[str, dict[str, str]] = {
+    "6.1.0": {"max_sequence_length": "CHECK", "eval_accuracy": "ATLEAST_ONE_CHECK"},
+}
 _TRAINPERF_KEY = "trainperf_"  # trainperf's own logs carry trainperf_scale, trainperf_division, ...
 _REPOSITORY = re.compile(r"^training_results_v(\d+)\.(\d+)$")
 
@@ -355,3 +364,28 @@ def log_date(time_ms: object) -> dt.date | None:
 def is_trainperf_log(records: Iterable[dict]) -> bool:
     """True for a log written by trainperf (it logs ``trainperf_*`` keys)."""
     return any(isinstance(r.get("key"), str) and r["key"].startswith(_TRAINPERF_KEY) for r in records)
+
+
+@cache
+def open_checks(ruleset: str, benchmark: str) -> dict[tuple[str, str], str]:
+    """The reference-scale checks (:data:`REFERENCE_SCALE_OPEN_CHECKS`) of the installed
+    ``training_<ruleset>/open_<benchmark>.yaml``: {(key, the check's text, whitespace folded): the file's name}; empty
+    where the file or the ruleset has none. The file is the installed checker's own, read as YAML, never run."""
+    from trainperf.rules.preflight import checker_dir  # preflight imports this module
+
+    kinds = REFERENCE_SCALE_OPEN_CHECKS.get(ruleset, {})
+    path = checker_dir() / f"training_{ruleset}" / f"open_{benchmark}.yaml"
+    if not kinds or not benchmark.isidentifier() or not path.is_file():
+        return {}
+    import yaml  # the checker's own dependency
+
+    found: dict[tuple[str, str], str] = {}
+    for entry in yaml.safe_load(path.read_text()) or []:
+        rule = entry.get("KEY") if isinstance(entry, dict) else None
+        if not isinstance(rule, dict) or rule.get("NAME") not in kinds:
+            continue
+        checks = rule.get(kinds[rule["NAME"]])
+        for check in checks if isinstance(checks, list) else [checks]:
+            if isinstance(check, str):
+                found[(rule["NAME"], " ".join(check.split()))] = f"training_{ruleset}/{path.name}"
+    return found

@@ -54,6 +54,7 @@ class _Bench:
     ruleset: str = MLPERF_RULESET
     energy_joules: float | None = None  # the energy score from the package's power logs (None: none)
     has_power: bool = False  # whether its power logs were read
+    power_withheld: bool = False  # read by its round's formula, kept from the installed summarizer (cannot read them)
 
 
 _PC_RCP_FAILED = "package_checker: RCP Test Failed"

@@ -174,9 +174,10 @@ def format_review(r: Any) -> list[str]:
             ours = joules_text(v.energy_joules)
             if v.scaling is not None and v.energy_joules is not None:
                 ours += f", x{v.scaling:g} (scaling.json) = {joules_text(v.scaled_energy_joules)} as published"
-            lines.append(
-                f"  energy to train: trainperf {ours} | result_summarizer {joules_text(v.summarizer_energy_joules)}"
-            )
+            theirs = joules_text(v.summarizer_energy_joules)
+            if getattr(v, "power_withheld", False):
+                theirs = "cannot read these power logs (the energy is the round's own summarizer's formula)"
+            lines.append(f"  energy to train: trainperf {ours} | result_summarizer {theirs}")
         lines += [f"  - {p}" for p in v.problems]
         lines += [f"  warning: {w}" for w in v.warnings]
         lines.append(f"  RCP: {v.rcp}")

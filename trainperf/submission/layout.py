@@ -2,7 +2,8 @@
 
 ``copy_package`` copies into a private folder only what the official tools need: ``systems/*.json``,
 ``results/<system>/<benchmark>/result_*.txt`` and the power logs ``power/result_<i>/{node,sw}_<n>.txt`` beside them
-(:mod:`trainperf.submission.power`: kept out, the whole folder, where the summarizer could not read one). Every file
+(:mod:`trainperf.submission.power`: kept out, the whole folder, where the summarizer could not read one; read
+for review where only the installed tools cannot). Every file
 is read as bytes under a size cap (see :mod:`trainperf.limits`: 16 MiB a result file or power log, 1 MiB a system
 description, 256 MiB in all), refused
 by its apparent size before a byte is read. Links are never followed: a link where the copy reads
@@ -85,6 +86,9 @@ class Layout:
     scaling: dict[tuple[str, str], float] = field(default_factory=dict)  # (system, benchmark) -> scaling.json factor
     # (system, benchmark) -> result name (result_<i>) -> its power logs, copied (power/, see trainperf.submission.power)
     power_logs: dict[tuple[str, str], dict[str, power.RunPower]] = field(default_factory=dict)
+    # (system, benchmark) -> why the installed tools cannot read its power logs, which are kept out of the copy but
+    # read (in power_logs): an earlier round's summarizer may have (see review's _check_power)
+    power_withheld: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     def folder(self, key: tuple[str, str]) -> Path:
         """Where the result files of ``(system, benchmark)`` are in the private copy."""
@@ -450,14 +454,15 @@ def _copy_power(logs: dict[str, dict[str, bytes]], files: list[str], key: tuple[
         return
     runs = [name.removesuffix(".txt") for name in files]
     parsed: dict[str, power.RunPower] = {}
-    why: list[str] = []
+    why: list[str] = []  # no round's summarizer reads them
+    installed: list[str] = []  # the installed tools do not (the numbering is the installed package checker's rule)
     for run in runs:
         got = logs.get(run, {})
         nodes = sorted(n for n in got if n.startswith("node_"))
         switches = sorted(n for n in got if n.startswith("sw_"))
         for kind, names in (("node", nodes), ("sw", switches)):
             if {f"{kind}_{i}.txt" for i in range(len(names))} != set(names):
-                why.append(f"{rel}/{run}: the {kind} logs are not {kind}_0.txt to {kind}_{len(names) - 1}.txt")
+                installed.append(f"{rel}/{run}: the {kind} logs are not {kind}_0.txt to {kind}_{len(names) - 1}.txt")
         if not nodes:
             why.append(f"{rel}/{run}: no node_<n>.txt for {run}.txt; every run of a power submission has one")
         parsed[run] = power.RunPower()
@@ -469,10 +474,20 @@ def _copy_power(logs: dict[str, dict[str, bytes]], files: list[str], key: tuple[
             why += [f"{rel}/{run}/{p}" for p in problems]
             if log is not None:
                 parsed[run].logs.append(log)
+                zero = power.unreadable(log) if log.is_node else None
+                installed += [f"{rel}/{run}/{zero}"] if zero else []
     if why:
         layout.warnings_of.setdefault(key, []).extend(
-            [*why, f"{rel} is left out of the check: no energy score (the official summarizer cannot read it)"]
+            [
+                *why,
+                *installed,
+                f"{rel} is left out of the check: no energy score (the official summarizer cannot read it)",
+            ]
         )
+        return
+    if installed:  # kept from the tools' copy; review decides by the package's round (its formula) once it is known
+        layout.power_withheld[key] = installed
+        layout.power_logs[key] = parsed
         return
     dest = layout.folder(key) / power.FOLDER
     for run, names in ((r, logs[r]) for r in runs):

@@ -18,6 +18,17 @@ first since the start), is the measured energy; scaled to the run by ``(run_stop
 and by ``conversion_eff``. For each switch, ``conversion_eff * interconnect_power_est * (run_stop - run_start)``.
 Joules, summed over the files. The benchmark's energy is the olympic mean over the runs the time score keeps.
 
+Where the installed summarizer cannot read a package's node logs, review gives the energy by the formula of the
+package's own round's summarizer (:func:`formula_of`), where that one read them. v4.0's (mlcommons/logging at tag
+4.0.0-rc3-rcp-prunning, 20 May 2024, with 4054425 "Set power_measurement_stop to last measurement"; the round's
+energy as published is that of master of 13 June 2024, which adds only a switch's default ``conversion_eff`` of 1.0)
+read a node log's lines in file order, not sorted: every reading up to the first ``power_measurement_stop`` line
+counted (the time since the previous reading, or since the last ``power_measurement_start``), the stop taken as the
+later of that line's time and the latest reading, ``conversion_eff`` the last one before the stop line. Later rounds'
+(the installed summarizer's, above) sort the lines and stop at the stop line's time: a log whose stop line sits last
+but carries the start's time is a measurement of length zero there, which the installed summarizer divides by.
+On logs in time order without a reading before the start, the two formulas agree.
+
 A power log is untrusted: read under the result files' size cap, without following links, through the gate, and
 parsed here as data (nothing evaluated, no logged value used as a path). A log the official summarizer would crash
 on keeps the benchmark's whole ``power/`` folder out of the copy the tools read, with a warning that names the file.
@@ -45,6 +56,8 @@ MIN_READINGS = 60  # power_measurement.adoc: "Measure max(a run, 60 power sample
 MAX_INTERVAL_MS = 1000  # power_measurement.adoc: "at least once every second"
 MAX_GAP_MS = 2 * MAX_INTERVAL_MS  # "distributed evenly": no reading missed for longer than one interval
 FIRST_ROUND = "4.0.0"  # MLPerf Training v4.0: the first round with power submissions
+INSTALLED = "installed"  # the installed result_summarizer's formula (lines sorted; v4.1 on)
+IN_FILE_ORDER = "4.0.0"  # v4.0's summarizer's formula (lines in file order; see the module docstring)
 RULE = "MLPerf power rules, power_measurement.adoc"
 
 
@@ -60,7 +73,8 @@ class PowerLog:
     """One node_<n>.txt or sw_<n>.txt, parsed."""
 
     name: str
-    lines: list[Line]
+    lines: list[Line]  # sorted by time_ms (stable), as the installed summarizer sorts them
+    in_file: list[Line] = field(default_factory=list)  # in the file's order, as v4.0's summarizer read them
 
     @property
     def is_node(self) -> bool:
@@ -82,14 +96,21 @@ class RunPower:
         return [log for log in self.logs if not log.is_node]
 
 
+def formula_of(ruleset: str) -> str:
+    """The energy formula of a package's round: v4.0's summarizer's for the 4.0.0 ruleset, the installed one's for
+    every other (later rounds; older ones had no power submissions)."""
+    return IN_FILE_ORDER if ruleset == IN_FILE_ORDER else INSTALLED
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def parse(data: bytes, name: str, known: Collection[str] | None = None) -> tuple[PowerLog | None, list[str]]:
-    """(the log, []) or (None, why the official summarizer cannot read it): every MLLOG line a JSON object with a
-    numeric ``time_ms``, a ``key``, a ``value`` and a ``metadata`` (the summarizer's parser stops on a missing one),
-    the values it computes with numbers, a node log with a ``power_measurement_start`` and readings after it."""
+    """(the log, []) or (None, why no round's official summarizer can read it): every MLLOG line a JSON object with
+    a numeric ``time_ms``, a ``key``, a ``value`` and a ``metadata`` (the summarizer's parser stops on a missing one),
+    the values it computes with numbers, a node log with a ``power_measurement_start``. Whether a summarizer can
+    compute a node's energy from it (a measurement longer than zero) is :func:`unreadable`, by the round's formula."""
     why = [f"{name}: {r}" for r in (gate.screen_log(data) if known is None else gate.screen_log(data, known=known))]
     if why:
         return None, why
@@ -106,19 +127,38 @@ def parse(data: bytes, name: str, known: Collection[str] | None = None) -> tuple
         if rec["key"] in ("power_reading", "conversion_eff", "interconnect_power_est") and not _number(rec["value"]):
             return None, [f"{name} line {line.lineno}: {rec['key']} {gate.shown(rec['value'])} is not a number"]
         lines.append(Line(time_ms=float(rec["time_ms"]), key=rec["key"], value=rec["value"]))
-    log = PowerLog(name=name, lines=sorted(lines, key=lambda x: x.time_ms))  # stable, as the summarizer sorts
-    if log.is_node:
-        start, stop, readings = _window(log)
-        if start is None:
-            return None, [f"{name}: no power_measurement_start; the official summarizer stops on it ({RULE})"]
-        if stop is None or stop <= start:
-            return None, [f"{name}: no reading or power_measurement_stop after power_measurement_start"]
+    log = PowerLog(name=name, lines=sorted(lines, key=lambda x: x.time_ms), in_file=lines)  # stable sort
+    if log.is_node and not any(line.key == "power_measurement_start" for line in lines):
+        return None, [f"{name}: no power_measurement_start; the official summarizer stops on it ({RULE})"]
     return log, []
 
 
-def _window(log: PowerLog) -> tuple[float | None, float | None, list[Line]]:
-    """(measurement start, stop, the readings between) as the summarizer reads them: from the first
-    power_measurement_start on, up to the first power_measurement_stop (else the last reading)."""
+def unreadable(log: PowerLog, formula: str = INSTALLED) -> str | None:
+    """Why the summarizer of ``formula`` cannot compute a node log's energy (None: it can): a measurement of length
+    zero, which it divides by, or (v4.0's) a reading before the start, which it counts from time 0."""
+    start, stop, _ = _window(log, formula)
+    if formula == IN_FILE_ORDER and _read_before_start(log):
+        return f"{log.name}: a power_reading before power_measurement_start, which v4.0's summarizer counts from time 0"
+    if start is None or stop is None or stop <= start:
+        return f"{log.name}: no reading or power_measurement_stop after power_measurement_start"
+    return None
+
+
+def _read_before_start(log: PowerLog) -> bool:
+    for line in log.in_file:
+        if line.key == "power_measurement_start":
+            return False
+        if line.key == "power_reading":
+            return True
+    return False
+
+
+def _window(log: PowerLog, formula: str = INSTALLED) -> tuple[float | None, float | None, list[Line]]:
+    """(measurement start, stop, the readings counted) as the summarizer of ``formula`` reads them: the installed
+    one from the first power_measurement_start on, up to the first power_measurement_stop (else the last reading);
+    v4.0's in file order (see the module docstring)."""
+    if formula == IN_FILE_ORDER:
+        return _window_in_file(log)
     start = stop = None
     readings: list[Line] = []
     for line in log.lines:
@@ -133,15 +173,49 @@ def _window(log: PowerLog) -> tuple[float | None, float | None, list[Line]]:
     return start, stop, readings
 
 
+def _until_stop(log: PowerLog) -> list[Line]:
+    """The lines v4.0's summarizer read: in file order, up to the first power_measurement_stop (included)."""
+    out = []
+    for line in log.in_file:
+        out.append(line)
+        if line.key == "power_measurement_stop":
+            break
+    return out
+
+
+def _window_in_file(log: PowerLog) -> tuple[float | None, float | None, list[Line]]:
+    start = stop = None
+    readings: list[Line] = []
+    for line in _until_stop(log):
+        if line.key == "power_measurement_start":
+            start = line.time_ms
+        elif line.key == "power_reading":
+            readings.append(line)
+        elif line.key == "power_measurement_stop":
+            stop = line.time_ms
+    times = [t for t in (stop, *(r.time_ms for r in readings)) if t is not None]
+    return start, max(times) if times else None, readings
+
+
 def _last(lines: Iterable[Line], key: str, default: float = 1.0) -> float:
     values = [line.value for line in lines if line.key == key]
     return float(values[-1]) if values else default
 
 
-def node_joules(log: PowerLog, run_ms: float) -> float:
-    """A node's energy over a run of ``run_ms`` milliseconds (see the module docstring)."""
-    start, stop, readings = _window(log)
-    assert start is not None and stop is not None and stop > start
+def node_joules(log: PowerLog, run_ms: float, formula: str = INSTALLED) -> float:
+    """A node's energy over a run of ``run_ms`` milliseconds by the summarizer of ``formula`` (see the module
+    docstring)."""
+    assert unreadable(log, formula) is None
+    start, stop, readings = _window(log, formula)
+    assert start is not None and stop is not None
+    if formula == IN_FILE_ORDER:  # the time since the previous reading, or since the latest start line
+        measured, previous = 0.0, start
+        for line in _until_stop(log):
+            if line.key == "power_measurement_start":
+                previous = line.time_ms
+            elif line.key == "power_reading":
+                measured, previous = measured + line.value * (line.time_ms - previous), line.time_ms
+        return _last(_until_stop(log), "conversion_eff") * measured / (stop - start) * run_ms / 1000
     measured, previous = 0.0, start
     for reading in readings:
         measured += reading.value * (reading.time_ms - previous)
@@ -161,16 +235,20 @@ def switch_joules(log: PowerLog, run_ms: float) -> float:
     return eff * watts * run_ms / 1000
 
 
-def run_joules(power: RunPower, run_ms: float) -> float:
-    return sum(node_joules(n, run_ms) for n in power.nodes) + sum(switch_joules(s, run_ms) for s in power.switches)
+def run_joules(power: RunPower, run_ms: float, formula: str = INSTALLED) -> float:
+    nodes = sum(node_joules(n, run_ms, formula) for n in power.nodes)
+    return nodes + sum(switch_joules(s, run_ms) for s in power.switches)
 
 
-def rule_findings(power: RunPower, result: str, run_start: float | None, run_stop: float | None) -> list[str]:
-    """What breaks the power rules in one run's logs, each naming the file and the rule."""
+def rule_findings(
+    power: RunPower, result: str, run_start: float | None, run_stop: float | None, formula: str = INSTALLED
+) -> list[str]:
+    """What breaks the power rules in one run's logs, each naming the file and the rule; the measurement read as the
+    summarizer of ``formula`` reads it."""
     out = []
     for log in power.nodes:
         where = f"power/{result}/{log.name}"
-        start, stop, readings = _window(log)
+        start, stop, readings = _window(log, formula)
         assert start is not None and stop is not None
         if len(readings) < MIN_READINGS:
             out.append(f"{where}: {len(readings)} power readings, under the {MIN_READINGS} a run needs ({RULE})")
@@ -255,7 +333,9 @@ def folder_joules(result: Path, start_ms: float | None, stop_ms: float | None) -
         except ValueError as e:
             return None, f"power log {path.name} {e}"
         log, why = parse(data, path.name)
-        if log is None:
+        if log is not None and log.is_node and (zero := unreadable(log)):
+            why = [zero]
+        if log is None or why:
             return None, f"power log unreadable: {why[0]}"
         run.logs.append(log)
     if not run.nodes:

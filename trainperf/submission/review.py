@@ -133,7 +133,7 @@ def review(
             _check_compliance(bench, checks[key])  # (b)
             _check_seeds_and_consistency(bench, org_dir.name, layout.divisions.get(key[0]), chosen)  # (c)
             bench.warnings += round_rules.resubmitted(_run_dates(bench), chosen)
-            _check_power(bench, layout.power_logs.get(key), chosen)
+            _check_power(bench, layout.power_logs.get(key), chosen, layout.power_withheld.get(key))
             if key[0] in layout.unusable_systems:
                 bench.rcp = "not checked, nor are the official package checker and summarizer run on this system"
             else:
@@ -279,11 +279,37 @@ def _take_summary(
     return summary
 
 
-def _check_power(bench: _Bench, logs: dict[str, power.RunPower] | None, chosen: str) -> None:
+def _check_power(
+    bench: _Bench, logs: dict[str, power.RunPower] | None, chosen: str, withheld: list[str] | None = None
+) -> None:
     """The power rules on each run's logs (warnings naming the file and the rule) and the energy score as the
-    official summarizer computes it (:mod:`trainperf.submission.power`), over the runs the time score keeps."""
+    official summarizer of the package's round computes it (:mod:`trainperf.submission.power`), over the runs the
+    time score keeps. ``withheld``: why the installed tools cannot read the logs, kept out of their copy; the energy
+    score is then given only where the round's own summarizer read them (v4.0's: its formula and no numbering rule);
+    where the installed summarizer reads them, its formula (the review's energy is compared with its score)."""
     if logs is None:
         return
+    # the round's own formula where the installed summarizer cannot read the logs; where it can, its energy stands
+    # (the same as v4.0's on logs in time order without a reading before the start)
+    formula = power.formula_of(chosen) if withheld else power.INSTALLED
+    where = f"results/{bench.system}/{bench.benchmark}/{power.FOLDER}"
+    bench.warnings += withheld or []
+    unread = [
+        f"{where}/{run}/{why}" for run, p in logs.items() for n in p.nodes if (why := power.unreadable(n, formula))
+    ]
+    if unread or (withheld and formula == power.INSTALLED):
+        bench.warnings += [w for w in unread if w not in (withheld or [])]
+        bench.warnings.append(
+            f"{where} is left out of the check: no energy score (the official summarizer cannot read it)"
+        )
+        return
+    if withheld:
+        bench.power_withheld = True
+        bench.warnings.append(
+            f"{where} is kept from the installed result_summarizer, which cannot read it; the energy score is the one "
+            f"{rulesets.round_name(chosen)}'s summarizer computed (lines in file order, the measurement stopping at "
+            "its last reading: mlcommons/logging 4054425, in tag 4.0.0-rc3-rcp-prunning), which MLCommons published"
+        )
     bench.has_power = True
     if rulesets.version(chosen) < rulesets.version(power.FIRST_ROUND):
         bench.warnings.append(
@@ -295,9 +321,11 @@ def _check_power(bench: _Bench, logs: dict[str, power.RunPower] | None, chosen: 
         start, stop = power.first_ms(r.records, "run_start"), power.first_ms(r.records, "run_stop")
         logs_of = logs.get(r.name.removesuffix(".txt"))
         counted = r.compliant and r.logged is not None and r.logged.success and r.logged.minutes is not None
+        joules = None
         if logs_of is not None:
-            bench.warnings += power.rule_findings(logs_of, r.name.removesuffix(".txt"), start, stop)
-        joules = power.run_joules(logs_of, stop - start) if logs_of and start is not None and stop is not None else None
+            bench.warnings += power.rule_findings(logs_of, r.name.removesuffix(".txt"), start, stop, formula)
+            if logs_of.logs and start is not None and stop is not None:
+                joules = power.run_joules(logs_of, stop - start, formula)
         runs.append((r.logged.minutes if counted and r.logged and r.logged.minutes is not None else math.inf, joules))
     _, dropped = _runs_required(bench)
     bench.energy_joules = power.olympic_joules(runs, dropped)

@@ -34,6 +34,7 @@ class Verdict:
     energy_joules: float | None = None  # trainperf's energy score from the power logs (None: none)
     summarizer_energy_joules: float | None = None  # the official result_summarizer's energy score
     has_power: bool = False  # whether the benchmark's power logs were read
+    power_withheld: bool = False  # read by the round's formula, kept from the installed summarizer (cannot read them)
 
     @property
     def scaled_minutes(self) -> float | None:
@@ -106,12 +107,13 @@ def _verdict(bench: _Bench, summary: official.Summary | None, scaling: float | N
         energy_joules=bench.energy_joules,
         summarizer_energy_joules=summary.energy.get((bench.system, bench.benchmark)) if summary else None,
         has_power=bench.has_power,
+        power_withheld=bench.power_withheld,
     )
 
 
 def _energy_differs(bench: _Bench, summary: official.Summary | None) -> list[str]:
     """A warning where trainperf's energy score and the summarizer's differ (both read the same power logs)."""
-    if summary is None or summary.ran.crashed or not bench.has_power:
+    if summary is None or summary.ran.crashed or not bench.has_power or bench.power_withheld:
         return []
     a, b = bench.energy_joules, summary.energy.get((bench.system, bench.benchmark))
     if (a is None) == (b is None) and (a is None or math.isclose(a, b, rel_tol=1e-9)):
@@ -219,6 +221,7 @@ def review_json(r: Review) -> dict[str, Any]:
                 "scaled_minutes": v.scaled_minutes,
                 "summarizer_minutes": v.summarizer_minutes,
                 "power_logs": v.has_power,
+                "power_withheld": v.power_withheld,
                 "energy_joules": v.energy_joules,
                 "summarizer_energy_joules": v.summarizer_energy_joules,
                 "scaled_energy_joules": v.scaled_energy_joules,

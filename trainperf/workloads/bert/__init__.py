@@ -49,6 +49,10 @@ class BertRecipe(Recipe):
     # GELU's form (model.BertConfig.gelu_approximate): "tanh", the reference's, or "none" (exact erf), the form the
     # mini recipe was calibrated with and keeps (README.md).
     model_gelu_approximate: str = "tanh"
+    # The warm-up's first step, as the reference's create_optimizer counts it (optimization.py:53-72): global_step
+    # from 0, so that step k - start_warmup_step takes (k - start_warmup_step) / warm-up of the rate and the first
+    # takes 0. The mini recipe keeps the count it was calibrated with, one step ahead: (k - start + 1) / warm-up.
+    opt_learning_rate_warmup_from_zero: bool = True
 
 
 def eval_interval_samples(recipe: Recipe) -> float:
@@ -77,6 +81,7 @@ MINI_RECIPE = BertRecipe(
     opt_learning_rate_warmup_steps=100,
     opt_learning_rate_training_steps=3000,
     model_gelu_approximate="none",
+    opt_learning_rate_warmup_from_zero=False,
 )
 
 REFERENCE = BenchmarkSpec(

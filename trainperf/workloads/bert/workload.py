@@ -236,14 +236,16 @@ def to_tensors(ex: data.Examples) -> dict[str, torch.Tensor]:
 def lr_policy(r: Any):
     """The reference's learning rate as a LambdaLR factor: polynomial (power 1) decay from the base rate to 0 at
     ``opt_learning_rate_training_steps``; before ``start_warmup_step + opt_learning_rate_warmup_steps`` the
-    warm-up rate ``(step - start_warmup_step + 1) / warmup`` of the base rate instead (run_pretraining.py's
-    create_optimizer, shifted by one step as resnet's warm-up is: the reference's first step has rate 0 and
-    changes no weight, though it does update LAMB's moments; here every step trains; README.md, Conformance)."""
+    warm-up rate ``(step - start_warmup_step) / warmup`` of the base rate instead (optimization.py's
+    create_optimizer: its first step has rate 0 and changes no weight, though it does update LAMB's moments).
+    ``opt_learning_rate_warmup_from_zero`` off (the mini recipe, as calibrated): ``(step - start + 1) / warmup``,
+    one step ahead. A step before ``start_warmup_step`` takes 0 (the reference's would be negative)."""
     warmup, start, total = r.opt_learning_rate_warmup_steps, r.start_warmup_step, r.opt_learning_rate_training_steps
+    ahead = 0 if r.opt_learning_rate_warmup_from_zero else 1
 
     def factor(step: int) -> float:
         if warmup and step - start < warmup:
-            return max(0.0, (step - start + 1) / warmup)
+            return max(0.0, (step - start + ahead) / warmup)
         return max(0.0, 1.0 - min(step, total) / total)
 
     return factor

@@ -205,10 +205,11 @@ def load_sentencepiece(path: Path, max_pieces: int):
 class Featurizer:
     """Waveforms (int16) to the encoder's input: (batch, frames, 240) float32 and the frame counts."""
 
-    def __init__(self, *, dither: float = DITHER) -> None:
+    def __init__(self, *, dither: float = DITHER, population_std: bool = False) -> None:
         import torchaudio
 
         self.dither = dither
+        self.population_std = population_std
         self.mel = torchaudio.transforms.MelSpectrogram(
             sample_rate=SAMPLE_RATE,
             n_fft=N_FFT,
@@ -228,9 +229,7 @@ class Featurizer:
             x = x + self.dither * torch.randn(x.shape, generator=generator)
         x = torch.cat([x[:1], x[1:] - PREEMPH * x[:-1]])
         spec = torch.log(self.mel(x) + 1e-20)
-        mean = spec.mean(dim=1, keepdim=True)
-        std = spec.std(dim=1, keepdim=True) if spec.shape[1] > 1 else torch.zeros_like(mean)
-        return (spec - mean) / (std + 1e-5)
+        return normalize_channels(spec, population_std=self.population_std)
 
     def __call__(
         self,
@@ -240,22 +239,24 @@ class Featurizer:
         spec_augment: bool = False,
         generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        feats = []
+        specs = []
         for i, wave in enumerate(waves):
             audio = torch.from_numpy(trim_silence(wave).astype(np.float32) / 32768.0)
             if speed is not None and speed[i] != 1.0:
                 audio = perturb_speed(audio, speed[i])
-            spec = self.log_mel(audio, generator)
-            if spec_augment:
-                spec = augment(spec, generator)
-            feats.append(stack_frames(spec).T)
+            specs.append(self.log_mel(audio, generator))
+        if spec_augment:  # on the batch padded to its longest utterance, as the reference's SpecAugment sees it
+            padded = max(s.shape[1] for s in specs)
+            specs = [augment(s, generator, padded_frames=padded) for s in specs]
+        feats = [stack_frames(s).T for s in specs]
         lengths = torch.tensor([f.shape[0] for f in feats], dtype=torch.int32)
         return torch.nn.utils.rnn.pad_sequence(feats, batch_first=True), lengths
 
 
 def trim_silence(wave: np.ndarray) -> np.ndarray:
     """The waveform without its leading and trailing audio quieter than ``TRIM_DB`` below its peak (the
-    reference's ``trim_silence``; librosa's frame-based trim, here sample-based)."""
+    reference's ``trim_silence``, which its DALI pipeline does on the power of 2,048-sample windows,
+    ``NonsilentRegion``; here sample by sample)."""
     level = np.abs(wave.astype(np.int32))
     loud = np.flatnonzero(level > level.max() * 10 ** (-TRIM_DB / 20))
     if len(loud) == 0:
@@ -276,19 +277,42 @@ def perturb_speed(audio: torch.Tensor, factor: float) -> torch.Tensor:
     return torchaudio.functional.resample(audio, SAMPLE_RATE, new_rate)
 
 
-def augment(spec: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """SpecAugment with the reference's masks on (80, frames) features, drawn from ``generator``."""
+def normalize_channels(spec: torch.Tensor, *, population_std: bool) -> torch.Tensor:
+    """Each mel channel of (80, frames) log-mel features less its mean over the utterance, over its spread.
+
+    ``population_std``: as the reference's DALI ``Normalize(axes=[1])`` (``common/data/dali/pipeline.py:115``,
+    ``:207``; its defaults ``ddof=0``, ``epsilon=0``): the population standard deviation and nothing added (a
+    channel without variance is 0 here). Otherwise the mini scale's calibrated form: the sample standard
+    deviation (N - 1) plus 1e-5 (``normalize_batch`` in ``common/data/features.py:120-130``, which the
+    reference's DALI path does not call)."""
+    centred = spec - spec.mean(dim=1, keepdim=True)
+    if population_std:
+        std = spec.std(dim=1, keepdim=True, correction=0)
+        return torch.where(std > 0, centred / std, torch.zeros_like(centred))
+    std = spec.std(dim=1, keepdim=True) if spec.shape[1] > 1 else torch.zeros_like(centred[:, :1])
+    return centred / (std + 1e-5)
+
+
+def augment(
+    spec: torch.Tensor, generator: torch.Generator | None = None, *, padded_frames: int | None = None
+) -> torch.Tensor:
+    """SpecAugment with the reference's masks on (80, frames) features, drawn from ``generator``, as its
+    ``SpecAugment`` draws them (``common/data/features.py:84-103``): a time mask is at most
+    ``round(0.03 * frames)`` wide (Python's rounding) and starts anywhere in the batch's padded frames
+    (``padded_frames``, this utterance's own when not given), so that part of a short utterance's masks fall on
+    padding."""
     spec = spec.clone()
     n_mels, frames = spec.shape
+    padded = frames if padded_frames is None else padded_frames
     a = SPEC_AUGMENT
     for _ in range(a["freq_n"]):
         width = int(torch.randint(a["freq_min"], a["freq_max"] + 1, (1,), generator=generator))
         start = int(torch.randint(0, max(1, n_mels - width + 1), (1,), generator=generator))
         spec[start : start + width, :] = 0
-    max_time = int(a["time_max"] * frames)
+    max_time = int(round(a["time_max"] * frames))
     for _ in range(a["time_n"]):
         width = int(torch.randint(a["time_min"], max_time + 1, (1,), generator=generator))
-        start = int(torch.randint(0, max(1, frames - width + 1), (1,), generator=generator))
+        start = int(torch.randint(0, max(1, padded - width + 1), (1,), generator=generator))
         spec[:, start : start + width] = 0
     return spec
 

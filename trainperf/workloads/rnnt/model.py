@@ -141,22 +141,37 @@ class RNNT(nn.Module):
 
 @torch.no_grad()
 def greedy_decode(
-    model: RNNT, feats: torch.Tensor, lengths: torch.Tensor, *, max_symbols_per_step: int, max_symbols: int
+    model: RNNT,
+    feats: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    max_symbols_per_step: int,
+    max_symbols: int,
+    cap_before_frames: bool = False,
 ) -> list[list[int]]:
     """The reference's greedy decoder, batched: at each encoder frame emit the joint's best symbol until it
-    is the blank (at most ``max_symbols_per_step`` per frame, ``max_symbols`` per utterance)."""
+    is the blank (at most ``max_symbols_per_step`` per frame and ``max_symbols`` per utterance).
+
+    ``cap_before_frames``: the per-utterance cap as the reference's decoder checks it, before each frame
+    (``rnnt/decoder.py:94-96``: an utterance holding more than ``max_symbols`` stops, so a frame begun at the cap
+    can still add up to ``max_symbols_per_step``). Otherwise (the mini scale, as calibrated) no utterance
+    passes ``max_symbols``."""
     f, lengths = model.encode(feats, lengths)
     b = f.shape[0]
     blank = model.blank
     g, state = model.predict(None, batch=b)
     out: list[list[int]] = [[] for _ in range(b)]
-    counts = torch.zeros(b, dtype=torch.long)
+    counts = torch.zeros(b, dtype=torch.long, device=f.device)  # beside the lengths and logits (a GPU's too)
     for t in range(f.shape[1]):
         active = lengths.to(torch.long) > t
+        if cap_before_frames:
+            active = active & (counts <= max_symbols)
         for _ in range(max_symbols_per_step):
             logits = model.joint(f[:, t : t + 1], g)[:, 0, 0]
             k = logits.argmax(dim=-1)
-            emit = active & (k != blank) & (counts < max_symbols)
+            emit = active & (k != blank)
+            if not cap_before_frames:
+                emit = emit & (counts < max_symbols)
             if not bool(emit.any()):
                 break
             g_new, state_new = model.predict(torch.where(emit, k, 0).unsqueeze(1), state)

@@ -67,6 +67,12 @@ class Flavour:
     # common/data/dali/data_loader.py:94-100); bad input then ends the run, logged as aborted, with the file
     # named. False (mini, as calibrated): read before the clock, in prepare.
     scan_on_clock: bool
+    # True: each mel channel normalized by its population standard deviation, nothing added, as the reference's
+    # DALI pipeline does (data.normalize_channels). False (mini, as calibrated): the sample one plus 1e-5.
+    population_std: bool
+    # True: the evaluation's 300-symbol cap checked before each frame, as the reference's decoder checks it
+    # (model.greedy_decode). False (mini, as calibrated): no utterance decoded past 300 symbols.
+    cap_before_frames: bool
 
 
 # Model flavours (data): the v2.0 reference (configs/baseline_v3-1023sp.yaml: 49,006,080 parameters) and the
@@ -79,6 +85,8 @@ FLAVOURS = {
         in_memory=False,
         reference_names=True,
         scan_on_clock=True,
+        population_std=True,
+        cap_before_frames=True,
     ),
     "mini": Flavour(
         model=RNNTConfig(
@@ -98,6 +106,8 @@ FLAVOURS = {
         in_memory=True,
         reference_names=False,
         scan_on_clock=False,
+        population_std=False,
+        cap_before_frames=False,
     ),
 }
 MAX_SYMBOLS_PER_STEP = 30  # the reference's greedy decoder
@@ -122,7 +132,7 @@ class RNNTWorkload(Workload):
         self.train: list[data.Utterance] = []
         self.eval: list[data.Utterance] = []
         self.audio: dict[Path, np.ndarray] = {}  # decoded audio held in memory (mini: all of it)
-        self.featurizer = data.Featurizer()
+        self.featurizer = data.Featurizer(population_std=self.flavour.population_std)
         self.feature_cache: dict[Path, torch.Tensor] = {}  # training features, when they do not change per epoch
         # In memory (mini): the evaluation's batches of features by (first, end) utterance. They are the same in
         # every evaluation (the same utterances, the same dither from a generator seeded at 0), so the first
@@ -355,6 +365,7 @@ class RNNTWorkload(Workload):
                     lengths.to(self.device),
                     max_symbols_per_step=MAX_SYMBOLS_PER_STEP,
                     max_symbols=MAX_SYMBOLS,
+                    cap_before_frames=self.flavour.cap_before_frames,
                 )
                 pieces = self.sp.get_piece_size()  # a smaller vocabulary than the model's classes (a smoke fixture's)
                 for u, ids in zip(part, hyps, strict=True):
