@@ -336,35 +336,30 @@ def bert_pair() -> Pair:
 
 
 # --- llama31_8b, gpt_oss_20b: Hugging Face transformers (the models in peers_llm.py) --------------------------
-def llama_pair() -> Pair:
-    w = workload("llama31_8b")
+def causal_lm_pair(key: str, peer_model: Callable[[Any], nn.Module], name: str) -> Pair:
+    """trainperf's mini step of a decoder benchmark against a transformers model of its configuration (built by
+    ``peer_model`` from the workload's decoder arguments) in a plain loop with the same optimizer, schedule and clip."""
+    w = workload(key)
     next_batch = cached(w)
     tokens = lambda b: b[:, 1:].numel()  # noqa: E731 (the positions scored)
     seed_everything(0)
     stepper = stepper_for(w, w.build_model())
     ours = stepping(lambda b: stepper.step([b]), next_batch, tokens)
     seed_everything(0)
-    model = hf_llama(w.args)
+    model = peer_model(w.args)
     opt, sched = w.build_optimizer(model)
     peer = stepping(plain_step(model, opt, sched, hf_causal_loss, w.recipe.clip_grad_norm), next_batch, tokens)
     batch = f"{w.local_batch_size} x {w.seq_len} tokens"
-    return Pair("tokens/s", batch, ours, peer, "transformers LlamaForCausalLM, plain loop", close=w.close)
+    return Pair("tokens/s", batch, ours, peer, name, close=w.close)
+
+
+def llama_pair() -> Pair:
+    return causal_lm_pair("llama31_8b", hf_llama, "transformers LlamaForCausalLM, plain loop")
 
 
 def gpt_oss_pair() -> Pair:
-    w = workload("gpt_oss_20b")
-    next_batch = cached(w)
-    tokens = lambda b: b[:, 1:].numel()  # noqa: E731 (the positions scored)
-    seed_everything(0)
-    stepper = stepper_for(w, w.build_model())
-    ours = stepping(lambda b: stepper.step([b]), next_batch, tokens)
-    seed_everything(0)
-    model = hf_gpt_oss(w.args)
-    opt, sched = w.build_optimizer(model)
-    peer = stepping(plain_step(model, opt, sched, hf_causal_loss, w.recipe.clip_grad_norm), next_batch, tokens)
-    batch = f"{w.local_batch_size} x {w.seq_len} tokens"
     name = "transformers GptOssForCausalLM (eager attention), plain loop"
-    return Pair("tokens/s", batch, ours, peer, name, close=w.close)
+    return causal_lm_pair("gpt_oss_20b", hf_gpt_oss, name)
 
 
 # --- dlrm: the reference repository's layout ----------------------------------------------------------------

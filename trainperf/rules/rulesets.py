@@ -379,13 +379,15 @@ def open_checks(ruleset: str, benchmark: str) -> dict[tuple[str, str], str]:
     """The reference-scale checks (:data:`REFERENCE_SCALE_OPEN_CHECKS`) of the installed
     ``training_<ruleset>/open_<benchmark>.yaml``: {(key, the check's text, whitespace folded): the file's name}; empty
     where the file or the ruleset has none. The file is the installed checker's own, read as YAML, never run."""
-    from trainperf.rules.preflight import checker_dir  # preflight imports this module
-
     kinds = REFERENCE_SCALE_OPEN_CHECKS.get(ruleset, {})
-    path = checker_dir() / f"training_{ruleset}" / f"open_{benchmark}.yaml"
-    if not kinds or not benchmark.isidentifier() or not path.is_file():
+    if not kinds or not benchmark.isidentifier():
         return {}
+    import mlperf_logging.compliance_checker as cc
     import yaml  # the checker's own dependency
+
+    path = Path(str(getattr(cc, "__file__", ""))).parent / f"{USAGE}_{ruleset}" / f"open_{benchmark}.yaml"
+    if not path.is_file():
+        return {}
 
     found: dict[tuple[str, str], str] = {}
     for entry in yaml.safe_load(path.read_text()) or []:
@@ -395,5 +397,5 @@ def open_checks(ruleset: str, benchmark: str) -> dict[tuple[str, str], str]:
         checks = rule.get(kinds[rule["NAME"]])
         for check in checks if isinstance(checks, list) else [checks]:
             if isinstance(check, str):
-                found[(rule["NAME"], " ".join(check.split()))] = f"training_{ruleset}/{path.name}"
+                found[(rule["NAME"], " ".join(check.split()))] = f"{USAGE}_{ruleset}/{path.name}"
     return found
