@@ -54,7 +54,10 @@ def untrained_quality(key: str, seed: int, data_dir: Path) -> dict[str, float]:
         w.load_data()
         seed_everything(seed)
         try:
-            return dict(w.evaluate(w.build_model()))
+            model = w.build_model()
+            if any(p.is_meta for p in model.parameters()):  # placed and filled by parallelize (from a checkpoint)
+                model = w.parallelize(model)
+            return dict(w.evaluate(model))
         finally:
             w.close()
 
@@ -79,8 +82,24 @@ def llama_baselines(data_dir: Path) -> str:
     )
 
 
+def deepseek_baselines(data_dir: Path) -> str:
+    from trainperf.workloads.deepseekv3_671b import mini_start
+
+    m = json.loads((mini_start.start_dir(data_dir) / mini_start.MANIFEST).read_text())
+    return (
+        f"{llama_baselines(data_dir)}; the starting checkpoint (its manifest): {m['log_perplexity']:.4f}, the "
+        f"model it was trained from: {m['training_curve'][0][1]:.4f} (the 'untrained' figures below are the "
+        "starting checkpoint's: a run continues from it)"
+    )
+
+
 # Guessers that use no model, printed beside the untrained model: key -> a function that describes them.
-BASELINES = {"bert": bert_baselines, "rnnt": rnnt_guesser, "llama31_8b": llama_baselines}
+BASELINES = {
+    "bert": bert_baselines,
+    "rnnt": rnnt_guesser,
+    "llama31_8b": llama_baselines,
+    "deepseekv3_671b": deepseek_baselines,
+}
 
 
 def deciding(spec, curve, success: bool) -> str:

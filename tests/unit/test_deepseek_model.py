@@ -176,3 +176,38 @@ def test_closed_rules_take_a_batch_from_15360_with_its_learning_rate():
         closed(global_batch_size=8192, opt_base_learning_rate=2.4e-5 * math.sqrt(0.5))
     with pytest.raises(RuleError, match="fixed"):
         closed(opt_learning_rate_warmup_steps=8)
+
+
+def test_a_decoder_written_in_the_reference_layout_reads_back_unchanged(tmp_path):
+    a = dataclasses.replace(FLAVOURS["debug"], vocab_size=40)
+    torch.manual_seed(3)
+    model = Decoder(a)
+    state = {n: p.detach() for n, p in model.named_parameters()}
+    state |= {n: torch.randn(b.shape) for n, b in model.named_buffers() if n.endswith("router.expert_bias")}
+    tensors = checkpoint.to_reference(state, a)
+    assert {n: tuple(t.shape) for n, t in tensors.items()} == checkpoint.expected(a)  # every name, no other
+    checkpoint.write(tmp_path / "ck", tensors, checkpoint.config_of(a))
+    ck = checkpoint.check(tmp_path / "ck", a)
+    for name, t in state.items():
+        assert torch.equal(checkpoint.read(ck, name, a), t), name
+
+
+def test_the_mini_schedule_warms_up_from_0_and_ends_with_the_budget():
+    r = BENCHMARK.recipes["mini"]
+    f = lr_policy(r)
+    assert [f(s) for s in range(5)] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert r.opt_learning_rate_decay_steps == 296 and f(296) == pytest.approx(1e-8 / r.opt_base_learning_rate)
+    assert r.max_steps * r.global_batch_size == BENCHMARK.specs["mini"].budget(r)  # the cosine ends with the budget
+
+
+def test_the_mini_closed_rules_take_any_batch_with_the_formulas_learning_rate():
+    r = BENCHMARK.recipes["mini"]
+
+    def closed(**kw):
+        check_overrides("deepseekv3_671b", "mini", "closed", r.as_dict(), BENCHMARK.closed_rules["mini"], kw)
+
+    closed(global_batch_size=64, opt_base_learning_rate=r.opt_base_learning_rate * math.sqrt(2))
+    with pytest.raises(RuleError, match="sqrt"):
+        closed(global_batch_size=64)
+    with pytest.raises(RuleError, match="fixed"):
+        closed(decay_total_steps=600)

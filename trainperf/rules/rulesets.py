@@ -143,10 +143,27 @@ OPEN_PLACEHOLDERS: dict[str, dict[str, str]] = {
 # In mlperf-logging 4.1.68, training_6.1.0/open_gpt_oss_20b.yaml (and the other 6.1 benchmarks' open files that are
 # not placeholders) ask an open submission for the reference's sequence length (a CHECK on max_sequence_length) and
 # its quality target (an ATLEAST_ONE_CHECK on eval_accuracy). A trainperf mini log is logged as open and judged by the
-# benchmark's mini rules, its own target and sequence length; only those two checks, read from the installed open
-# file itself, are said as warnings for it (explain.reference_scale_warning); every other check of the file applies.
+# benchmark's mini rules, at its own scale; only these checks, read from the installed open file itself, are said as
+# warnings for it (explain.reference_scale_warning); every other check of the file applies.
+# open_deepseekv3_671b.yaml also fixes the reference's batch (>= 15,360) and evaluation set (1,024 sequences), and
+# open_flux1.yaml its target on averaged_validation_loss.
 REFERENCE_SCALE_OPEN_CHECKS: dict[str, dict[str, str]] = {
-    "6.1.0": {"max_sequence_length": "CHECK", "eval_accuracy": "ATLEAST_ONE_CHECK"},
+    "6.1.0": {
+        "max_sequence_length": "CHECK",
+        "global_batch_size": "CHECK",
+        "eval_samples": "CHECK",
+        "eval_accuracy": "ATLEAST_ONE_CHECK",
+        "averaged_validation_loss": "ATLEAST_ONE_CHECK",
+    },
+}
+# What the value a reference-scale check fixes is, by the key it checks (a warning names it): MLPerf's key names, the
+# same in every benchmark's file.
+REFERENCE_SCALE_SUBJECTS: dict[str, str] = {
+    "max_sequence_length": "sequence length",
+    "global_batch_size": "batch size",
+    "eval_samples": "evaluation set size",
+    "eval_accuracy": "quality target",
+    "averaged_validation_loss": "quality target",
 }
 _TRAINPERF_KEY = "trainperf_"  # trainperf's own logs carry trainperf_scale, trainperf_division, ...
 _REPOSITORY = re.compile(r"^training_results_v(\d+)\.(\d+)$")

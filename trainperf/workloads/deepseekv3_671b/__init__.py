@@ -6,7 +6,9 @@ attention, 256 routed experts with 8 active and 1 shared, multi-token prediction
 the user provides (Hugging Face safetensors), on llama31_8b's C4 indexed files and Llama 3.1 tokenizer, sequences
 of 4,096 tokens, AdamW with the closed keys of training_6.1.0/closed_deepseekv3_671b.yaml, validation
 log-perplexity <= 3.6 on the first 1,024 validation sequences after every step from step floor(42 + 24576 / batch).
-No mini scale yet. Pure data: no torch.
+mini: the same decoder at llama31_8b's mini width, continued from a starting checkpoint that ``trainperf data
+prepare`` trains on llama31_8b's mini training split (``mini_start.py``), on llama31_8b's mini data; target set by
+measurement (README.md beside this file). Pure data: no torch.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainperf.contract.closed_rules import AtLeast, Tunable
-from trainperf.spec import SAMPLES, Benchmark, BenchmarkSpec
+from trainperf.spec import MINI_RUNAWAY_MINUTES, SAMPLES, Benchmark, BenchmarkSpec, MiniData
 from trainperf.workloads.llama31_8b import HPARAM_KEYS, LlamaRecipe
 
 # training_6.1.0/closed_deepseekv3_671b.yaml: llama31_8b's keys and moe_aux_loss_coeff (== 0.01)
@@ -34,12 +36,14 @@ def learning_rate(batch: int) -> float:
 class DeepSeekRecipe(LlamaRecipe):
     """The reference's AdamW (0.9, 0.95, epsilon 1e-8, weight decay 0.1, clip 1.0) with Megatron's schedule: linear
     warm-up from 0 over ``opt_learning_rate_warmup_steps``, then cosine to ``opt_end_learning_rate`` (1e-8) by step
-    ``opt_learning_rate_decay_steps`` (12,000 - warm-up); ``max_steps`` ends the run (the reference's 100)."""
+    ``opt_learning_rate_decay_steps`` (``decay_total_steps`` - warm-up: the reference's 12,000 - 4); ``max_steps``
+    ends the run (the reference's 100)."""
 
-    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("671B", "debug")}
+    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("671B", "mini", "debug")}
 
     opt_adamw_epsilon: float = 1e-8
     min_learning_rate: float = 1e-8  # the reference's MIN_LR
+    decay_total_steps: int = DECAY_TOTAL
 
     @property
     def opt_end_learning_rate(self) -> float:
@@ -47,7 +51,7 @@ class DeepSeekRecipe(LlamaRecipe):
 
     @property
     def opt_learning_rate_decay_steps(self) -> int:
-        return DECAY_TOTAL - self.opt_learning_rate_warmup_steps
+        return self.decay_total_steps - self.opt_learning_rate_warmup_steps
 
 
 # config_GB300_64x4x256xtp1pp4cp1.sh: GBS 16384, MAX_LR 2.4e-5, MIN_LR 1e-8, MAX_STEPS 100, WARMUP_STEPS 4,
@@ -59,6 +63,21 @@ REFERENCE_RECIPE = DeepSeekRecipe(
     opt_learning_rate_warmup_steps=4,
     max_steps=100,
     model_flavour="671B",
+)
+
+# Mini recipe (README.md): llama31_8b's mini batch (32 sequences of 128 tokens) with the reference's kind of schedule:
+# a short warm-up from 0 (4 steps, the reference's), then Megatron's cosine to 1e-8, here ending with the budget
+# (9,600 samples: 300 steps) where the reference's runs 100 steps of a 12,000-step cosine. The learning rate: the
+# best of a short probe continuing from the starting checkpoint (README.md).
+MINI_LR = 2e-3
+MINI_RECIPE = DeepSeekRecipe(
+    global_batch_size=32,
+    max_sequence_length=128,
+    opt_base_learning_rate=MINI_LR,
+    opt_learning_rate_warmup_steps=4,
+    max_steps=300,
+    decay_total_steps=300,
+    model_flavour="mini",
 )
 
 
@@ -93,6 +112,31 @@ REFERENCE = BenchmarkSpec(
     allreduced_parameters=682_636_472_320,  # every parameter, the prediction block too (no expert parallelism yet)
 )
 
+MINI = BenchmarkSpec(
+    key="deepseekv3_671b",
+    scale="mini",
+    model="DeepSeek-V3-style MoE decoder: 4 layers, dimension 192, 6 heads of multi-head latent attention (ranks 96 "
+    "and 64), 1 dense block then 8 SwiGLU experts of 128 with 2 chosen by sigmoid scores among 2 of 4 groups and 1 "
+    "shared, bias balancing and a sequence auxiliary loss x 0.01, 4,096 BPE tokens; continued from a starting "
+    "checkpoint trained at prepare",
+    dataset="llama31_8b's mini data: English prose from Debian dict-gcide, wordnet-base, python3-doc in Megatron "
+    "indexed files (byte-level BPE; sequences of 128 tokens; the first 512 validation sequences)",
+    metric="log_perplexity",
+    target=5.15,  # calibrated: README.md (10/10 seeds; the starting checkpoint 5.648, unigram model 6.667)
+    higher_is_better=False,
+    metric_is_fraction=False,
+    runs_required=10,
+    runs_dropped=1,
+    unit=SAMPLES,
+    eval_interval=1_600.0,  # every 50 steps of the default batch, as llama31_8b's mini
+    max_progress=9_600.0,  # llama31_8b's mini budget: 300 steps of 32
+    max_minutes=MINI_RUNAWAY_MINUTES,
+    hparam_keys=DEEPSEEK_HPARAM_KEYS,
+    target_source="measured: README.md beside deepseekv3_671b/workload.py",
+    eval_samples=512,
+    metric_se=0.0124,  # benchmarks/metric_error.py deepseekv3_671b: 5.0991 at 4,800 samples, seed 100001, B = 1000
+)
+
 
 @dataclass(frozen=True)
 class SqrtOfBatch:
@@ -125,8 +169,8 @@ class SqrtOfBatch:
 BENCHMARK = Benchmark(
     key="deepseekv3_671b",
     title="mixture-of-experts LLM continued pretraining",
-    specs={"reference": REFERENCE},
-    recipes={"reference": REFERENCE_RECIPE},
+    specs={"mini": MINI, "reference": REFERENCE},
+    recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf 6.1 (closed_deepseekv3_671b.yaml fixes AdamW 0.9/0.95/1e-8, weight decay 0.1, clip 1.0,
     # 4,096 tokens, 4 warm-up steps, decay to step 12,000, the cosine, moe_aux_loss_coeff 0.01): the batch may grow
     # from 15,360 with the learning rate its formula gives; gradient accumulation and activation checkpointing free.
@@ -136,10 +180,24 @@ BENCHMARK = Benchmark(
             "opt_base_learning_rate": SqrtOfBatch(LR_AT_16384, 16384),
             "gradient_accumulation_steps": Tunable(),
             "activation_checkpointing": Tunable(),
-        }
+        },
+        # The mini's, in the reference's shape: any batch, with the learning rate the same formula gives from the
+        # mini's (2e-3 at 32 sequences).
+        "mini": {
+            "global_batch_size": Tunable(),
+            "opt_base_learning_rate": SqrtOfBatch(MINI_LR, 32),
+            "gradient_accumulation_steps": Tunable(),
+            "activation_checkpointing": Tunable(),
+        },
     },
     workload="trainperf.workloads.deepseekv3_671b.workload:DeepSeekWorkload",
     smoke_fixture="trainperf.workloads.deepseekv3_671b.checkpoint:write_smoke_fixture",
+    mini_data=MiniData(
+        description="llama31_8b's mini files and the mini's starting checkpoint, trained on their training split",
+        prepare="trainperf.workloads.deepseekv3_671b.mini_start:prepare_start",
+        verify="trainperf.workloads.deepseekv3_671b.mini_start:verify_start",
+        needs=("llama31_8b",),
+    ),
     not_scalable="the scaling model is fitted on the v2.0 round's RCPs; the current round's are not in it yet",
     published_batch_per_accelerator=1,  # the reference's micro-batch (MBS=1)
 )

@@ -119,6 +119,11 @@ _ATTENTION = {
     "eh_proj.weight": "eh_proj.weight",
     "norm.weight": "shared_head.norm.weight",
 }
+_FIXED = {
+    "embedding.weight": "model.embed_tokens.weight",
+    "norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
 _STACKED = {  # the decoder's tensor -> (checkpoint parts, concatenated along dim, per expert transposed)
     "feed_forward.gate_up.weight": (("mlp.gate_proj.weight", "mlp.up_proj.weight"), 0),
     "feed_forward.shared.gate_up.weight": (
@@ -140,9 +145,8 @@ def read(ckpt: Checkpoint, ours: str, a: DecoderArgs):
     """The decoder's tensor ``ours`` (a parameter or the router's bias buffer), whole, read from the checkpoint."""
     import torch
 
-    fixed = {"embedding.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
-    if ours in fixed or ours == "output.weight":
-        return _get(ckpt, fixed.get(ours, "lm_head.weight"))
+    if ours in _FIXED:
+        return _get(ckpt, _FIXED[ours])
     p, rest = _prefix_and_rest(ours, a)
     if rest in _ATTENTION:
         return _get(ckpt, p + _ATTENTION[rest])
@@ -161,6 +165,36 @@ def read(ckpt: Checkpoint, ours: str, a: DecoderArgs):
     if rest == "feed_forward.experts.down":  # (experts, ffn, dim)
         return torch.stack([_get(ckpt, f"{p}mlp.experts.{j}.down_proj.weight").T for j in range(a.moe.n_experts)])
     raise KeyError(f"deepseekv3_671b: no checkpoint tensor for {ours}")
+
+
+def to_reference(tensors: dict, a: DecoderArgs) -> dict:
+    """The inverse of :func:`read`: the decoder's tensors (its parameters and the routers' bias buffers, by the
+    decoder's names) under the checkpoint's names, the fused and stacked ones split as the reference stores them."""
+    out = {}
+    for ours, t in tensors.items():
+        if ours in _FIXED:
+            out[_FIXED[ours]] = t
+            continue
+        p, rest = _prefix_and_rest(ours, a)
+        if rest in _ATTENTION:
+            out[p + _ATTENTION[rest]] = t
+        elif rest in _STACKED:
+            out |= dict(zip((p + n for n in _STACKED[rest][0]), t.chunk(2, _STACKED[rest][1]), strict=True))
+        elif rest == "feed_forward.experts.gate_up":
+            for j, each in enumerate(t):
+                gate, up = each.chunk(2, 1)
+                out |= {f"{p}mlp.experts.{j}.gate_proj.weight": gate.T, f"{p}mlp.experts.{j}.up_proj.weight": up.T}
+        elif rest == "feed_forward.experts.down":
+            out |= {f"{p}mlp.experts.{j}.down_proj.weight": each.T for j, each in enumerate(t)}
+        else:
+            raise KeyError(f"deepseekv3_671b: no checkpoint tensor for {ours}")
+    return {n: t.contiguous() for n, t in out.items()}
+
+
+def config_of(a: DecoderArgs) -> dict:
+    """config.json of a checkpoint of these sizes (the keys :func:`check` compares)."""
+    config = {"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": a.vocab_size, "torch_dtype": "bfloat16"}
+    return config | {key: ours(a) for key, ours in CONFIG_FIELDS.items()}
 
 
 def _get(ckpt: Checkpoint, name: str):
@@ -212,7 +246,5 @@ def write_smoke_fixture(root: Path) -> str:
         name: (torch.randn(shape) * 0.02 if len(shape) > 1 else torch.ones(shape))
         for name, shape in expected(a).items()
     }
-    config = {"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": vocab, "torch_dtype": "bfloat16"}
-    config |= {key: ours(a) for key, ours in CONFIG_FIELDS.items()}
-    write(Path(root) / "checkpoint", {n: t.to(torch.bfloat16) for n, t in tensors.items()}, config)
+    write(Path(root) / "checkpoint", {n: t.to(torch.bfloat16) for n, t in tensors.items()}, config_of(a))
     return f"{said}; a {a.n_layers}-layer DeepSeek-V3-layout checkpoint in safetensors"

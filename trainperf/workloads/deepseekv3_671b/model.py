@@ -10,6 +10,7 @@ from trainperf.workloads.common.llm.mla import MLAArgs
 from trainperf.workloads.common.llm.model import DecoderArgs
 from trainperf.workloads.common.llm.moe import MoEArgs
 from trainperf.workloads.common.llm.rope import YarnScaling
+from trainperf.workloads.llama31_8b import mini
 
 # DeepSeek-V3 as the reference builds it: Megatron-Bridge v0.3.0 (the reference's Dockerfile, MBRIDGE_REVISION)
 # DeepSeekV3ModelProvider and the checkpoint's config.json through DeepSeekV3Bridge; moe_aux_loss_coeff 0.01 and
@@ -49,9 +50,29 @@ DEEPSEEK_V3 = DecoderArgs(
 
 FLAVOURS: dict[str, DecoderArgs] = {
     "671B": DEEPSEEK_V3,
-    # A toy width for a reference dry or smoke run on a CPU: the 671B's code and data path (latent attention, YaRN,
-    # one dense block then MoE blocks with group-limited sigmoid routing, shared expert, bias balancing, multi-token
-    # prediction). Its vocabulary is the tokenizer's (or the 671B's).
+    # The mini (README.md): DeepSeek-V3's kind of decoder at llama31_8b's mini width on its data, at about the cost of
+    # llama31_8b's mini step. Latent attention of 6 heads (query rank 96, key/value rank 64, 32 + 16 rotary query/key
+    # dimensions, values 32); the first block dense (SwiGLU of 512, llama31_8b's mini), then 3 MoE blocks of 8 SwiGLU
+    # experts of 128 with 2 chosen by sigmoid scores among the best 2 of 4 groups (the 671B: 8 among 4 of 8 groups),
+    # weights normalized and x 2.5, 1 shared expert, bias balancing and the per-sequence auxiliary loss x 0.01. No
+    # multi-token prediction (it made the step 1.7x as long: README.md) and no YaRN at 128 tokens.
+    "mini": dataclasses.replace(
+        DEEPSEEK_V3,
+        dim=192,
+        n_layers=4,
+        n_heads=6,
+        n_kv_heads=6,
+        ffn_dim=512,
+        vocab_size=mini.VOCAB_SIZE,
+        max_seq_len=mini.SEQ_LEN,
+        rope_scaling=None,
+        init_std=0.02,
+        mla=MLAArgs(q_lora_rank=96, kv_lora_rank=64, nope_head_dim=32, rope_head_dim=16, v_head_dim=32),
+        moe=dataclasses.replace(DEEPSEEK_V3.moe, n_experts=8, top_k=2, expert_ffn_dim=128, n_groups=4, group_top_k=2),  # type: ignore[type-var]
+        dense_layers=1,
+        mtp_layers=0,
+        mtp_loss_scale=0.0,
+    ),
     "debug": dataclasses.replace(
         DEEPSEEK_V3,
         dim=64,

@@ -1,6 +1,7 @@
 """deepseekv3_671b's workload: gpt_oss_20b's (llama31_8b's C4 indexed files and tokenizer reader, packed sequences,
-AdamW, log-perplexity, the experts' load), with DeepSeek-V3's decoder continued from the benchmark's checkpoint, the
-multi-token prediction loss and Megatron's learning-rate schedule (facts in ``__init__.py``)."""
+AdamW, log-perplexity, the experts' load), with DeepSeek-V3's decoder continued from the benchmark's checkpoint (the
+reference's, or the mini's that ``trainperf data prepare`` trains: ``mini_start.py``), the multi-token prediction loss
+and Megatron's learning-rate schedule (facts in ``__init__.py``)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from trainperf.workloads.common.fsdp import copy_into, shard_units
 from trainperf.workloads.common.llm import tokenizer
 from trainperf.workloads.common.llm.model import Decoder
 from trainperf.workloads.common.llm.moe import MoE
-from trainperf.workloads.deepseekv3_671b import checkpoint
+from trainperf.workloads.deepseekv3_671b import checkpoint, mini_start
 from trainperf.workloads.deepseekv3_671b.model import FLAVOURS
 from trainperf.workloads.gpt_oss_20b.workload import GptOssWorkload
-from trainperf.workloads.llama31_8b import reference
+from trainperf.workloads.llama31_8b import mini, reference
 
 KEY = "deepseekv3_671b"
 TRAIN_SHARD = "c4-train.en_6_text_document"  # pretrain_deepseek_v3_671b.py get_data: the training blend is shard 6
@@ -45,14 +46,24 @@ class DeepSeekWorkload(GptOssWorkload):
 
     def prepare(self) -> None:
         """llama31_8b's checks of the data files, then (not in a dry run) every tensor name and shape of the
-        checkpoint in ``<data-dir>/deepseekv3_671b/reference/checkpoint`` against the model's, headers only."""
+        starting checkpoint against the model's, headers only: the reference's in
+        ``<data-dir>/deepseekv3_671b/reference/checkpoint``, or the mini's (``mini_start.py``), whose SHA-256 its
+        manifest records."""
         super().prepare()
-        if not self.dry_run:
+        if self.dry_run:
+            return
+        if self.mini_files:
+            if problems := mini_start.verify_start(self.data_dir, trust_cache=True):
+                raise DataError(f"deepseekv3_671b mini starting checkpoint: {problems[0]}; {mini_start.FIX}")
+            folder = mini_start.start_dir(self.data_dir)
+            tokens = mini.mini_dir(self.data_dir) / mini.TOKENIZER
+        else:
             folder = reference.reference_dir(self.data_dir, KEY) / "checkpoint"
             assert self.files is not None
-            ids = tokenizer.load(self.files.tokenizer).get_vocab_size()
-            self.args = checkpoint.vocabulary_of(folder, self.args, ids)
-            self.ckpt = checkpoint.check(folder, self.args)
+            tokens = self.files.tokenizer
+        ids = tokenizer.load(tokens).get_vocab_size()
+        self.args = checkpoint.vocabulary_of(folder, self.args, ids)
+        self.ckpt = checkpoint.check(folder, self.args)
 
     def build_model(self) -> torch.nn.Module:
         """The decoder on the meta device: a 671B model is placed and filled shard by shard in ``parallelize``."""
@@ -110,7 +121,10 @@ class DeepSeekWorkload(GptOssWorkload):
 
     def loss(self, model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
         """The next-token cross-entropy plus ``mtp_loss_scale`` x the multi-token prediction's (the training loss
-        Megatron differentiates; evaluation scores the next-token loss alone)."""
+        Megatron differentiates; evaluation scores the next-token loss alone); without a prediction layer, the
+        next-token cross-entropy."""
+        if not self.args.mtp_layers:  # the mini: no prediction layer
+            return super().loss(model, batch)
         batch = batch.to(self.device, non_blocking=True)
         labels = batch[:, 1:]
         logits, mtp = model(batch[:, :-1], labels)
