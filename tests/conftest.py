@@ -60,6 +60,9 @@ def _prepare_all(root: Path, resnet_mini) -> Path:
     from trainperf.workloads.llama31_8b import mini as llama_mini
 
     llama_mini.prepare_mini(root)  # the same prose, byte-level BPE, Megatron indexed files (about 35 s)
+    from trainperf.workloads.deepseekv3_671b import mini_start
+
+    mini_start.prepare_start(root)  # deepseekv3_671b's starting checkpoint, trained on those files (about 2 minutes)
     return root
 
 
