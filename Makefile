@@ -13,10 +13,9 @@ demo: setup
 	$(VENV)/bin/trainperf run all --scale mini --out $(OUT)
 	$(VENV)/bin/trainperf report $(OUT) -o $(OUT)/report.html --markdown $(OUT)/report.md
 
-# two workers (pytest-xdist): the tests that train run one after another on one of them, everything else beside them
-# (tests/conftest.py says how they are grouped)
+# two workers (pytest-xdist), each module whole on one, in the order collected (tests/conftest.py says why)
 test: setup
-	$(VENV)/bin/python -m pytest -n 2 --dist loadfile tests
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests
 
 lint: setup
 	$(VENV)/bin/ruff check trainperf tests benchmarks

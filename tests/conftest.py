@@ -89,14 +89,14 @@ def resnet_runs(tmp_path_factory, data_dir) -> Path:
     return out
 
 
-# The tests that train take most of CI's time. Under pytest-xdist (`make test`: `-n 2 --dist loadfile`) the modules
-# that train (a test marked slow or distributed, or reading the shared resnet runs) run one after another on one
-# worker, as they would alone: two trainings at once on a two-core machine only slow each other and make their
-# timeouts flaky. Every other module runs whole on whichever worker is free, so a module's fixtures are made once.
-# (Told from each module's source: the controller that schedules has node ids, not collected items; and
-# `--dist loadgroup`'s marks do not reach it under this pytest.)
-SERIAL_GROUP = "trains"
-_TRAINS = re.compile(r"mark\.slow\b|mark\.distributed\b|\bresnet_runs\b")
+# `make test` runs two pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`): each module runs whole on
+# whichever worker is free, in the order collected (the multi-process and end-to-end trainings first, the many short
+# unit tests last, filling the gaps), so a module's fixtures are made once. The modules that read the shared
+# `resnet_runs` (5 real runs, about 3 minutes) run together on one worker, so that it is made once. (Told from each
+# module's source: the scheduler has node ids, not collected items, and `--dist loadgroup`'s marks do not reach it
+# under this pytest.)
+RESNET_RUNS_GROUP = "resnet_runs"
+_READS_RESNET_RUNS = re.compile(r"def \w+\([^)]*\bresnet_runs\b")  # a test or fixture taking it
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -106,17 +106,17 @@ def pytest_xdist_make_scheduler(config, log):
 
     root = config.rootpath
 
-    class TrainingModulesTogether(LoadScopeScheduling):
+    class ResnetRunsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return SERIAL_GROUP if _trains(root / module) else module
+            return RESNET_RUNS_GROUP if _reads_resnet_runs(root / module) else module
 
-    return TrainingModulesTogether(config, log)
+    return ResnetRunsTogether(config, log)
 
 
 @cache
-def _trains(module: Path) -> bool:
-    return module.suffix == ".py" and bool(_TRAINS.search(module.read_text()))
+def _reads_resnet_runs(module: Path) -> bool:
+    return module.suffix == ".py" and bool(_READS_RESNET_RUNS.search(module.read_text()))
 
 
 @pytest.fixture
