@@ -89,14 +89,15 @@ def resnet_runs(tmp_path_factory, data_dir) -> Path:
     return out
 
 
-# `make test` runs two pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`): each module runs whole on
-# whichever worker is free, in the order collected (the multi-process and end-to-end trainings first, the many short
-# unit tests last, filling the gaps), so a module's fixtures are made once. The modules that read the shared
-# `resnet_runs` (5 real runs, about 3 minutes) run together on one worker, so that it is made once. (Told from each
-# module's source: the scheduler has node ids, not collected items, and `--dist loadgroup`'s marks do not reach it
-# under this pytest.)
-RESNET_RUNS_GROUP = "resnet_runs"
-_READS_RESNET_RUNS = re.compile(r"def \w+\([^)]*\bresnet_runs\b")  # a test or fixture taking it
+# `make test` runs two pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`). The modules that train
+# (a test marked slow or distributed, or one taking the shared resnet_runs) run one after another on one worker, in the
+# order collected: two trainings at once on a two-core machine take longer than one after the other (two mini resnet
+# runs side by side: 150 s; one after the other: 80 s; OpenMP's passive wait makes a run alone 28% slower), and
+# resnet_runs is made once. Every other module runs whole on the other worker meanwhile (mostly single-threaded: the
+# command line, the rules, the reports), so a module's fixtures are made once. Told from each module's source: the
+# scheduler has node ids, not collected items, and `--dist loadgroup`'s marks do not reach it under this pytest.
+SERIAL_GROUP = "trains"
+_TRAINS = re.compile(r"mark\.slow\b|mark\.distributed\b|def \w+\([^)]*\bresnet_runs\b")
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -106,17 +107,17 @@ def pytest_xdist_make_scheduler(config, log):
 
     root = config.rootpath
 
-    class ResnetRunsTogether(LoadScopeScheduling):
+    class TrainingModulesTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return RESNET_RUNS_GROUP if _reads_resnet_runs(root / module) else module
+            return SERIAL_GROUP if _trains(root / module) else module
 
-    return ResnetRunsTogether(config, log)
+    return TrainingModulesTogether(config, log)
 
 
 @cache
-def _reads_resnet_runs(module: Path) -> bool:
-    return module.suffix == ".py" and bool(_READS_RESNET_RUNS.search(module.read_text()))
+def _trains(module: Path) -> bool:
+    return module.suffix == ".py" and bool(_TRAINS.search(module.read_text()))
 
 
 @pytest.fixture
