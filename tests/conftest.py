@@ -3,13 +3,10 @@ MLLOG files."""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import re
 import shutil
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -33,14 +30,6 @@ def data_dir() -> Path:
     root = default_data_dir()
     if not resnet_mini.DEBIAN_DIR.exists() and resnet_mini.verify_mini(root):
         pytest.fail("Debian's dataset-fashion-mnist is not installed: run `make setup` (scripts/setup.sh)")
-    root.mkdir(parents=True, exist_ok=True)
-    # `make test` runs two pytest-xdist workers: one prepares, the other waits here and then finds it all prepared
-    with open(root / ".tests-prepare.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return _prepare_all(root, resnet_mini)
-
-
-def _prepare_all(root: Path, resnet_mini) -> Path:
     resnet_mini.prepare_mini(root)
     from trainperf.workloads.common.detection import coco
 
@@ -87,37 +76,6 @@ def resnet_runs(tmp_path_factory, data_dir) -> Path:
     assert r.returncode == 0, r.stdout + r.stderr
     (out.parent / "stdout.txt").write_text(r.stdout)
     return out
-
-
-# `make test` runs two pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`). The modules that train
-# (a test marked slow or distributed, or one taking the shared resnet_runs) run one after another on one worker, in the
-# order collected: two trainings at once on a two-core machine take longer than one after the other (two mini resnet
-# runs side by side: 150 s; one after the other: 80 s; OpenMP's passive wait makes a run alone 28% slower), and
-# resnet_runs is made once. Every other module runs whole on the other worker meanwhile (mostly single-threaded: the
-# command line, the rules, the reports), so a module's fixtures are made once. Told from each module's source: the
-# scheduler has node ids, not collected items, and `--dist loadgroup`'s marks do not reach it under this pytest.
-SERIAL_GROUP = "trains"
-_TRAINS = re.compile(r"mark\.slow\b|mark\.distributed\b|def \w+\([^)]*\bresnet_runs\b")
-
-
-def pytest_xdist_make_scheduler(config, log):
-    if config.getoption("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    root = config.rootpath
-
-    class TrainingModulesTogether(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return SERIAL_GROUP if _trains(root / module) else module
-
-    return TrainingModulesTogether(config, log)
-
-
-@cache
-def _trains(module: Path) -> bool:
-    return module.suffix == ".py" and bool(_TRAINS.search(module.read_text()))
 
 
 @pytest.fixture
