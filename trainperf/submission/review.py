@@ -18,13 +18,14 @@ power logs, under size caps, read without following any link (a link refuses the
 that pass :mod:`trainperf.rules.gate`: mlperf-logging's v2.0 rule files turn logged values into paths of
 YAML files whose code they execute, so a file with such a value is kept out of the copy and its verdict
 says why. The tools run confined where the machine allows it (:mod:`trainperf.confine`), and the review
-says how, all four of a package's in one process (:mod:`trainperf.submission.tool_plan`), which makes the work
-they repeat once; trainperf's own work that waits for none of their findings (the power logs the copy leaves out
-whatever they hold, the compliance steps up to the checker's output) is made while they run. The official package checker tolerates one non-compliant file per benchmark (four for unet3d);
-so does this review, for files that fail the official rules alone and runs logged as stopped without reaching the
-target, together as many as olympic scoring drops, scored as failed runs; a file that breaks the timeline rule
-fails the benchmark. Findings of checks the installed tools make but the package's round's tools did not are
-warnings naming the later rule (:mod:`trainperf.submission.round_rules`).
+says how, all four of a package's in one process (:mod:`trainperf.submission.tool_plan`), which makes the work they
+repeat once; trainperf's own work that waits for none of their findings (the power logs the copy leaves out whatever
+they hold, the compliance steps up to the checker's output) is made while they run. The official package checker
+tolerates one non-compliant file per benchmark (four for unet3d); so does this review, for files that fail the
+official rules alone and runs logged as stopped without reaching the target, together as many as olympic scoring
+drops, scored as failed runs; a file that breaks the timeline rule fails the benchmark. Findings of checks the
+installed tools make but the package's round's tools did not are warnings naming the later rule
+(:mod:`trainperf.submission.round_rules`).
 """
 
 from __future__ import annotations
