@@ -89,17 +89,19 @@ def read_capped(path: Path, limit: int, *, dir_fd: int | None = None) -> bytes:
         os.close(fd)
 
 
-_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_NUMBER_CHARS + 1))
-
-
+# bytes: every digit made b"0" and every other byte b"x", then a search for the run of b"0" (at C speed; a regular
+# expression's [0-9]{n} tries again from every digit of a long run, 15 times slower on a power log)
+_DIGITS_AS_ZERO = bytes(b"0"[0] if b"0"[0] <= i <= b"9"[0] else b"x"[0] for i in range(256))
+_LONG_RUN = b"0" * (MAX_NUMBER_CHARS + 1)
 _LONG_DIGITS_TEXT = re.compile(f"[0-9]{{{MAX_NUMBER_CHARS + 1}}}")
 
 
 def has_long_digit_run(data: bytes | str) -> bool:
     """Whether ``data`` holds more than :data:`MAX_NUMBER_CHARS` digits in a row (a fast test, at C speed, before
     the exact one of :func:`loads`: such a run may also be inside a string)."""
-    pattern = _LONG_DIGITS_TEXT if isinstance(data, str) else _LONG_DIGITS
-    return pattern.search(data) is not None
+    if isinstance(data, str):
+        return _LONG_DIGITS_TEXT.search(data) is not None
+    return _LONG_RUN in data.translate(_DIGITS_AS_ZERO)
 
 
 def _number(parse: type) -> Any:

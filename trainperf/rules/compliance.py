@@ -448,12 +448,33 @@ def check_logs_with(
     """:func:`check_logs`, taking the official checker's output on a file from ``run(path, the bytes the gate
     passed, rule file, ruleset)`` where it gives one (the checker run elsewhere on those bytes, e.g. in a package's
     one tool process); the other files are checked as :func:`check_logs` checks them."""
-    done: list[Any] = []
+    return finish_logs(paths, prepare_logs(paths, keys=keys, ruleset=ruleset), run, keys=keys, ruleset=ruleset)
+
+
+def prepare_logs(paths: list[Path], *, keys: list[str | None], ruleset: str | None = None) -> list[Any]:
+    """The first half of :func:`check_logs_with`: what :func:`check_log` does on each file before the official
+    checker runs (each file read, gated and checked by trainperf's own rules), to give to :func:`finish_logs` (a
+    review makes it while the official tools run)."""
+    prepared: list[Any] = []
     for i, path in enumerate(paths):
         try:
-            p = _prepare(Path(path), key=keys[i], ruleset=ruleset)
+            prepared.append(_prepare(Path(path), key=keys[i], ruleset=ruleset))
         except TrainperfError as e:
-            p = e
+            prepared.append(e)
+    return prepared
+
+
+def finish_logs(
+    paths: list[Path],
+    prepared: list[Any],
+    run: Callable[[Path, bytes, Path | None, str], tuple[int | None, str, str, Confinement] | None],
+    *,
+    keys: list[str | None],
+    ruleset: str | None = None,
+) -> list[CheckResult | TrainperfError]:
+    """The second half of :func:`check_logs_with`, on what :func:`prepare_logs` gave for ``paths``."""
+    done: list[Any] = []
+    for p in prepared:
         outcome = run(p.path, p.data, p.config, p.ruleset) if isinstance(p, _Pending) else None
         done.append(p.finish(*outcome) if isinstance(p, _Pending) and outcome is not None else p)
     rest = [i for i, p in enumerate(done) if isinstance(p, _Pending)]

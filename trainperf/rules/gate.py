@@ -106,24 +106,34 @@ def screen_log(data: bytes, *, known: Collection[str] = BENCHMARKS) -> list[str]
     """Why the official tools must not read this MLLOG file (``[]``: they may), one sentence per value. ``known``: the
     benchmark names allowed (trainperf's; a real package of another round: its round's, each the name of a rule file
     the official tools ship)."""
-    refusals: list[str] = []
-    seen = _PathValues()
+    return screened_lines(data, known=known)[1]
+
+
+def screened_lines(data: bytes, *, known: Collection[str] = BENCHMARKS) -> tuple[list[MllogLine], list[str]]:
+    """(the file's lines as :func:`trainperf.results.mllog_lines` reads them, :func:`screen_log`'s refusals), for a
+    reader that goes on with the lines: the file read once. No line where the file is over a limit."""
     try:
         lines = mllog_lines(data, max_line_chars=MAX_LINE_CHARS)
     except OverLimit as e:
-        return [f"the file {e}"]
+        return [], [f"the file {e}"]
+    return lines, _screen_lines(lines, known)
+
+
+def _screen_lines(lines: list[MllogLine], known: Collection[str]) -> list[str]:
+    refusals: list[str] = []
+    seen = _PathValues()
     for line in lines:
         if (why := _unreadable(line)) is not None:
             refusals.append(f"line {line.lineno}: {why}")
             continue
-        try:
-            record = json.loads(line.text)
-        except (ValueError, RecursionError):
+        if (record := tools_record(line)) is None:
             continue  # the tools report the line as unparsable and skip it
-        if not isinstance(record, dict):
-            continue
-        readable = line.record if line.record is not None else record  # the record with its strings read as UTF-8
-        if (text := next((s for s in _strings(readable) if _first_control(s)), None)) is not None:
+        if not _plain(line.text):
+            readable = line.record if line.record is not None else record  # its strings read as UTF-8
+            text = next((s for s in _strings(readable) if _first_control(s)), None)
+        else:  # every string of the record is written out in the line, which _unreadable found free of controls
+            text = None
+        if text is not None:
             bad = _first_control(text)
             refusals.append(
                 f"line {line.lineno}: {shown(record.get('key'))} holds the control character U+{ord(bad):04X} in "
@@ -132,6 +142,26 @@ def screen_log(data: bytes, *, known: Collection[str] = BENCHMARKS) -> list[str]
             continue
         refusals += _path_value_refusals(line.lineno, record, line.text, known, seen)
     return refusals + _opt_name_refusals(seen)
+
+
+def _plain(text: str) -> bool:
+    """Whether every string of the JSON text ``text`` is written out as it is: ASCII, without an escape."""
+    return text.isascii() and "\\" not in text
+
+
+def tools_record(line: MllogLine) -> dict[str, Any] | None:
+    """The line's record as the official tools parse it (``json.loads`` of the text after the token, a latin-1 view of
+    the bytes), None where that is not a JSON object. The record :func:`trainperf.results.mllog_lines` read is the
+    same record where the text is ASCII (UTF-8 and latin-1 read ASCII alike), but for a ``time_ms`` written as a
+    decimal fraction, kept exact there (an int or a :class:`~decimal.Decimal`); so that one is kept apart only in
+    ``time_ms``, which no rule of the gate reads, and the text is parsed again only where it is not ASCII."""
+    if line.record is not None and line.text.isascii():
+        return line.record
+    try:
+        record = json.loads(line.text)
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 @dataclass

@@ -19,7 +19,7 @@ from trainperf.errors import NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS as _BENCHMARK_NAMES
 from trainperf.results import LoggedRun, parse_run
 from trainperf.rules import gate, mini_rules, rulesets
-from trainperf.rules.compliance import TARGET_PROBLEM, check_logs_with
+from trainperf.rules.compliance import TARGET_PROBLEM, finish_logs, prepare_logs
 from trainperf.run_checks import impossible_quality
 from trainperf.spec import MLPERF_RULESET
 from trainperf.submission import official
@@ -207,13 +207,25 @@ def compliance_groups(benches: dict[tuple[str, str], _Bench], ruleset: str) -> l
     return [tool_plan.ComplianceGroup(files, config, chosen) for (config, chosen), files in groups.items() if files]
 
 
+def _prepare_many(benches: dict[tuple[str, str], _Bench], ruleset: str = MLPERF_RULESET) -> tuple[list[Any], list[Any]]:
+    """The part of :func:`_check_many` made before the official checker runs (every file read and checked by
+    trainperf's own rules: :func:`trainperf.rules.compliance.prepare_logs`), which a review makes while the official
+    tools run: (the runs, what was prepared for each)."""
+    runs = [(key, r) for key, bench in benches.items() for r in bench.runs if r.records]
+    return runs, prepare_logs([r.path for _, r in runs], keys=[key[1] for key, _ in runs], ruleset=ruleset)
+
+
 def _check_many(
-    benches: dict[tuple[str, str], _Bench], ruleset: str = MLPERF_RULESET, plan: Any = None
+    benches: dict[tuple[str, str], _Bench],
+    ruleset: str = MLPERF_RULESET,
+    plan: Any = None,
+    prepared: tuple[list[Any], list[Any]] | None = None,
 ) -> dict[Any, dict[str, Any]]:
     """check_log of every benchmark's result files, by benchmark and file name: each result, or the TrainperfError it
     raised (kept for the verdict). The official checker's output on a file is taken from ``plan`` (a
     :class:`~trainperf.submission.tool_plan.ToolPlan` that ran) where it checked the very bytes trainperf's gate
-    passed; the other files are checked in one checker process."""
+    passed; the other files are checked in one checker process. ``prepared``: what :func:`_prepare_many` gave for
+    ``benches`` (made here where not given)."""
 
     def ran(path: Path, data: bytes, config: Path | None, chosen: str) -> Any:
         rec = plan.compliance_outcome(path, config, chosen) if plan is not None else None
@@ -224,8 +236,8 @@ def _check_many(
         except (KeyError, TypeError, ValueError):
             return None
 
-    runs = [(key, r) for key, bench in benches.items() for r in bench.runs if r.records]
-    checked = check_logs_with([r.path for _, r in runs], ran, keys=[key[1] for key, _ in runs], ruleset=ruleset)
+    runs, ready = prepared if prepared is not None else _prepare_many(benches, ruleset)
+    checked = finish_logs([r.path for _, r in runs], ready, ran, keys=[key[1] for key, _ in runs], ruleset=ruleset)
     by_bench: dict[Any, dict[str, Any]] = {key: {} for key in benches}
     for (key, run), result in zip(runs, checked, strict=True):
         by_bench[key][run.name] = result

@@ -34,7 +34,7 @@ from trainperf.fileio import link_refusal
 from trainperf.registry import BENCHMARKS
 from trainperf.rules import gate, rulesets
 from trainperf.spec import MLPERF_RULESET
-from trainperf.submission import power
+from trainperf.submission import power, power_copy
 from trainperf.system import DIVISIONS, REQUIRED_FIELDS
 
 RESULT_GLOB = "result_*.txt"  # what the official tools read
@@ -89,6 +89,16 @@ class Layout:
     # (system, benchmark) -> why the installed tools cannot read its power logs, which are kept out of the copy but
     # read (in power_logs): an earlier round's summarizer may have (see review's _check_power)
     power_withheld: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    deferring: bool = False  # copy_package(defer_power=True): see finish_power
+    deferred_power: list[tuple[dict[str, dict[str, bytes]], list[str], tuple[str, str]]] = field(default_factory=list)
+
+    def finish_power(self) -> None:
+        """Read the power logs that ``copy_package(defer_power=True)`` left unread because the copy leaves them out
+        whatever they hold (:func:`power_copy.withheld_by_names`): power_logs, power_withheld and the warnings of each
+        benchmark as ``copy_package`` gives them, each benchmark's power warnings after its others."""
+        for logs, files, key in self.deferred_power:
+            power_copy.copy_power(logs, files, key, self, _known())
+        self.deferred_power = []
 
     def folder(self, key: tuple[str, str]) -> Path:
         """Where the result files of ``(system, benchmark)`` are in the private copy."""
@@ -160,8 +170,10 @@ def _name(name: str) -> str:
 
 
 # --- the copy ------------------------------------------------------------------------------------------
-def copy_package(src: Path, dest: Path) -> Layout:
-    """Copy what the official tools read from the package ``src`` into ``dest`` (see the module docstring)."""
+def copy_package(src: Path, dest: Path, *, defer_power: bool = False) -> Layout:
+    """Copy what the official tools read from the package ``src`` into ``dest`` (see the module docstring).
+    ``defer_power``: the power logs that the copy leaves out whatever they hold are read by ``finish_power`` (a
+    review reads them while the official tools run on the copy)."""
     org = src.name
     if problem := gate.name_problem(org, file_name=True):
         raise ResultsError(
@@ -169,7 +181,7 @@ def copy_package(src: Path, dest: Path) -> Layout:
             "(<org>): rename the folder"
         )
     reader = _Reader()
-    layout = Layout(root=dest)
+    layout = Layout(root=dest, deferring=defer_power)
     dest.mkdir(parents=True)
     root = os.open(src, _FOLDER)
     try:
@@ -371,7 +383,7 @@ def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str
         for name, mode in reader.listing(fd, rel):
             where = f"results/{system}/{benchmark}/{_name(name)}"
             if name == power.FOLDER and stat.S_ISDIR(mode):
-                logs = _read_power(reader, fd, rel / name, key, layout)
+                logs = power_copy.read_power(reader, fd, rel / name, key, layout)
                 continue
             if name == "scaling.json" and stat.S_ISREG(mode):
                 _scaling(reader, fd, rel / name, where, key, layout)
@@ -402,96 +414,9 @@ def _copy_benchmark(reader: _Reader, system_fd: int, system: str, benchmark: str
     finally:
         os.close(fd)
     layout.benchmarks[key] = files
-    if logs is not None:
-        _copy_power(logs, files, key, layout)
+    if logs is not None and layout.deferring and power_copy.withheld_by_names(logs, files):
+        layout.deferred_power.append((logs, files, key))  # not copied whatever they hold: read in finish_power
+    elif logs is not None:
+        power_copy.copy_power(logs, files, key, layout, _known())
     if not files and not layout.refused.get(key):
         layout.problems_of.setdefault(key, []).append(f"results/{system}/{benchmark} holds no result files")
-
-
-def _read_power(
-    reader: _Reader, bench_fd: int, rel: Path, key: tuple[str, str], layout: Layout
-) -> dict[str, dict[str, bytes]]:
-    """The bytes of ``power/<result>/{node,sw}_<n>.txt`` (read as result files are: capped, no link followed); any
-    other entry is left out with a warning."""
-    found: dict[str, dict[str, bytes]] = {}
-    warn = layout.warnings_of.setdefault(key, [])
-    fd = reader.open_folder(rel.name, bench_fd, rel)
-    try:
-        for run, mode in reader.listing(fd, rel):
-            where = f"{rel}/{_name(run)}"
-            if not (stat.S_ISDIR(mode) and power.RESULT_FOLDER.fullmatch(run)):
-                warn.append(f"{where} is not a run's power folder (power/result_<i>/); left out")
-                continue
-            run_fd = reader.open_folder(run, fd, rel / run)
-            try:
-                for name, file_mode in reader.listing(run_fd, rel / run):
-                    if not (stat.S_ISREG(file_mode) and power.FILE_NAME.fullmatch(name)):
-                        warn.append(f"{where}/{_name(name)} is not a power log (node_<n>.txt, sw_<n>.txt); left out")
-                        continue
-                    try:
-                        found.setdefault(run, {})[name] = reader.read(
-                            name, run_fd, limits.MAX_RESULT_BYTES, rel / run / name
-                        )
-                    except ValueError as e:
-                        found.setdefault(run, {})[name] = b""
-                        warn.append(f"{where}/{name}: the file {e}; it is not read")
-            finally:
-                os.close(run_fd)
-    finally:
-        os.close(fd)
-    return found
-
-
-def _copy_power(logs: dict[str, dict[str, bytes]], files: list[str], key: tuple[str, str], layout: Layout) -> None:
-    """Copy the power logs of the result files in the copy where the official tools can read every one of them:
-    each run with node logs node_0 to node_<n-1> (and sw_0 to sw_<m-1>), each readable (:func:`power.parse`);
-    else none, and a warning names what is wrong (the summarizer stops on a run without a node log)."""
-    rel = f"results/{key[0]}/{key[1]}/{power.FOLDER}"
-    if not logs:
-        layout.warnings_of.setdefault(key, []).append(
-            f"{rel} holds no power logs (power/result_<i>/node_<n>.txt); left out: no energy score"
-        )
-        return
-    runs = [name.removesuffix(".txt") for name in files]
-    parsed: dict[str, power.RunPower] = {}
-    why: list[str] = []  # no round's summarizer reads them
-    installed: list[str] = []  # the installed tools do not (the numbering is the installed package checker's rule)
-    for run in runs:
-        got = logs.get(run, {})
-        nodes = sorted(n for n in got if n.startswith("node_"))
-        switches = sorted(n for n in got if n.startswith("sw_"))
-        for kind, names in (("node", nodes), ("sw", switches)):
-            if {f"{kind}_{i}.txt" for i in range(len(names))} != set(names):
-                installed.append(f"{rel}/{run}: the {kind} logs are not {kind}_0.txt to {kind}_{len(names) - 1}.txt")
-        if not nodes:
-            why.append(f"{rel}/{run}: no node_<n>.txt for {run}.txt; every run of a power submission has one")
-        parsed[run] = power.RunPower()
-        for name in nodes + switches:
-            if not got[name]:
-                why.append(f"{rel}/{run}/{name}: not read (over the size limit)")
-                continue
-            log, problems = power.parse(got[name], name, known=_known())
-            why += [f"{rel}/{run}/{p}" for p in problems]
-            if log is not None:
-                parsed[run].logs.append(log)
-                zero = power.unreadable(log) if log.is_node else None
-                installed += [f"{rel}/{run}/{zero}"] if zero else []
-    if why:
-        layout.warnings_of.setdefault(key, []).extend(
-            [
-                *why,
-                *installed,
-                f"{rel} is left out of the check: no energy score (the official summarizer cannot read it)",
-            ]
-        )
-        return
-    if installed:  # kept from the tools' copy; review decides by the package's round (its formula) once it is known
-        layout.power_withheld[key] = installed
-        layout.power_logs[key] = parsed
-        return
-    dest = layout.folder(key) / power.FOLDER
-    for run, names in ((r, logs[r]) for r in runs):
-        (dest / run).mkdir(parents=True, exist_ok=True)
-        for name, data in names.items():
-            (dest / run / name).write_bytes(data)
-    layout.power_logs[key] = parsed

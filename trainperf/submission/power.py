@@ -41,12 +41,12 @@ import math
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from trainperf import limits
 from trainperf.fileio import refuse_link
-from trainperf.results import mllog_lines
 from trainperf.rules import gate
 
 FOLDER = "power"
@@ -111,22 +111,28 @@ def parse(data: bytes, name: str, known: Collection[str] | None = None) -> tuple
     a numeric ``time_ms``, a ``key``, a ``value`` and a ``metadata`` (the summarizer's parser stops on a missing one),
     the values it computes with numbers, a node log with a ``power_measurement_start``. Whether a summarizer can
     compute a node's energy from it (a measurement longer than zero) is :func:`unreadable`, by the round's formula."""
-    why = [f"{name}: {r}" for r in (gate.screen_log(data) if known is None else gate.screen_log(data, known=known))]
-    if why:
-        return None, why
+    read, refused = gate.screened_lines(data) if known is None else gate.screened_lines(data, known=known)
+    if refused:
+        return None, [f"{name}: {r}" for r in refused]
     lines = []
-    for line in mllog_lines(data, max_line_chars=limits.MAX_LINE_CHARS):
-        try:
-            rec = json.loads(line.text)
-        except (ValueError, RecursionError):
-            return None, [f"{name} line {line.lineno}: not a JSON object; the official summarizer's parser needs one"]
+    for line in read:  # each record as the summarizer's parser reads it (gate.tools_record: parsed once)
+        rec = gate.tools_record(line)
+        if rec is None:
+            try:
+                json.loads(line.text)
+            except (ValueError, RecursionError):
+                return None, [
+                    f"{name} line {line.lineno}: not a JSON object; the official summarizer's parser needs one"
+                ]
         if not (isinstance(rec, dict) and {"time_ms", "key", "value", "metadata"} <= rec.keys()):
             return None, [f"{name} line {line.lineno}: an MLLOG record needs time_ms, key, value and metadata"]
-        if not (_number(rec["time_ms"]) and isinstance(rec["key"], str)):
+        # the parser's float where mllog_lines kept a decimal fraction exact (float() of either is the same number)
+        time_ms = float(t) if isinstance(t := rec["time_ms"], Decimal) else t
+        if not (_number(time_ms) and isinstance(rec["key"], str)):
             return None, [f"{name} line {line.lineno}: time_ms must be a number and key a string"]
         if rec["key"] in ("power_reading", "conversion_eff", "interconnect_power_est") and not _number(rec["value"]):
             return None, [f"{name} line {line.lineno}: {rec['key']} {gate.shown(rec['value'])} is not a number"]
-        lines.append(Line(time_ms=float(rec["time_ms"]), key=rec["key"], value=rec["value"]))
+        lines.append(Line(time_ms=float(time_ms), key=rec["key"], value=rec["value"]))
     log = PowerLog(name=name, lines=sorted(lines, key=lambda x: x.time_ms), in_file=lines)  # stable sort
     if log.is_node and not any(line.key == "power_measurement_start" for line in lines):
         return None, [f"{name}: no power_measurement_start; the official summarizer stops on it ({RULE})"]

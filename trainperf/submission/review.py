@@ -18,12 +18,14 @@ power logs, under size caps, read without following any link (a link refuses the
 that pass :mod:`trainperf.rules.gate`: mlperf-logging's v2.0 rule files turn logged values into paths of
 YAML files whose code they execute, so a file with such a value is kept out of the copy and its verdict
 says why. The tools run confined where the machine allows it (:mod:`trainperf.confine`), and the review
-says how, all four of a package's in one process (:mod:`trainperf.submission.tool_plan`), which makes the work
-they repeat once. The official package checker tolerates one non-compliant file per benchmark (four for unet3d);
-so does this review, for files that fail the official rules alone and runs logged as stopped without reaching the
-target, together as many as olympic scoring drops, scored as failed runs; a file that breaks the timeline rule
-fails the benchmark. Findings of checks the installed tools make but the package's round's tools did not are
-warnings naming the later rule (:mod:`trainperf.submission.round_rules`).
+says how, all four of a package's in one process (:mod:`trainperf.submission.tool_plan`), which makes the work they
+repeat once; trainperf's own work that waits for none of their findings (the power logs the copy leaves out whatever
+they hold, the compliance steps up to the checker's output) is made while they run. The official package checker
+tolerates one non-compliant file per benchmark (four for unet3d); so does this review, for files that fail the
+official rules alone and runs logged as stopped without reaching the target, together as many as olympic scoring
+drops, scored as failed runs; a file that breaks the timeline rule fails the benchmark. Findings of checks the
+installed tools make but the package's round's tools did not are warnings naming the later rule
+(:mod:`trainperf.submission.round_rules`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from trainperf.submission.bench_checks import (  # noqa: F401 - names the tests 
     _crash,
     _lacks_round_data,
     _package_checker_errors,
+    _prepare_many,
     _read_run,
     _refused_run,
     _round_compliance,
@@ -93,7 +96,7 @@ def review(
     org_dir = find_org_dir(Path(package_dir))
     with tempfile.TemporaryDirectory(prefix="trainperf-review-") as tmp, ThreadPoolExecutor(max(1, jobs)) as pool:
         copy, work = Path(tmp) / "package" / org_dir.name, Path(tmp) / "work"
-        layout = copy_package(org_dir, copy)
+        layout = copy_package(org_dir, copy, defer_power=True)  # its power logs the tools never read: below
         benches, read_problems = _read_package(layout)
         found = _Findings(problems=list(layout.problems), later=_same_files_under_two_systems(benches))
         chosen, source = _choose_ruleset(org_dir, benches, ruleset, read_problems, found)
@@ -116,17 +119,16 @@ def review(
                 if checkable
                 else None
             )
-            names = sorted({k[1] for k in benches})
+            names, summarized_in = sorted({k[1] for k in benches}), work / "result_summarizer"
             summary_run = (
-                tasks.submit(official.run_result_summarizer, copy, work / "result_summarizer", names, chosen)
-                if checkable
-                else None
+                tasks.submit(official.run_result_summarizer, copy, summarized_in, names, chosen) if checkable else None
             )
             rcps = tasks.submit(_run_rcps, rcp_plans, copy, work, chosen)
+            prepared = _while_tools_run(layout, benches, chosen)  # trainperf's own work, while the tools run
             if pc is not None:
                 _take_package_checker(pc.result(), benches, found, chosen, layout)  # (a)
             rcp_results = rcps.result()
-            checks = _check_many(benches, chosen, plan if plan.results is not None else None)  # (b)
+            checks = _check_many(benches, chosen, plan if plan.results is not None else None, prepared)  # (b)
         for key, bench in benches.items():
             bench.problems += read_problems[key]
             _check_count(bench)
@@ -183,6 +185,23 @@ def _check_distinct(bench: _Bench) -> None:
 def _same_files_under_two_systems(benches: dict[tuple[str, str], _Bench]) -> list[str]:
     """Warnings of the package (:mod:`trainperf.distinct`): result files with the same bytes under two systems."""
     return distinct.identical_across_systems({k: [r.path for r in b.runs if r.records] for k, b in benches.items()})
+
+
+def _while_tools_run(layout: Layout, benches: dict[tuple[str, str], _Bench], chosen: str) -> Any:
+    """trainperf's own work that needs no official tool's finding, made while they run (on the other core): the power
+    logs the copy leaves out whatever they hold, and (b) up to the official checker's output (:func:`_prepare_many`)."""
+    _finish_power(layout, benches)
+    return _prepare_many(benches, chosen)
+
+
+def _finish_power(layout: Layout, benches: dict[tuple[str, str], _Bench]) -> None:
+    """The power logs that the copy leaves out whatever they hold, read (:meth:`Layout.finish_power`), each
+    benchmark's warnings about them where the copy would have put them: after its other warnings of the layout."""
+    before = {key: len(layout.warnings_of.get(key, [])) for key in benches}
+    layout.finish_power()
+    for key, bench in benches.items():
+        at = len(layout.system_warnings.get(key[0], [])) + before[key]
+        bench.warnings[at:at] = layout.warnings_of.get(key, [])[before[key] :]
 
 
 def _read_package(layout: Layout) -> tuple[dict[tuple[str, str], _Bench], dict[tuple[str, str], list[str]]]:
