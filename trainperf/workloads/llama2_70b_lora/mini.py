@@ -9,12 +9,13 @@ the same pages on every machine) and drops a validation page whose summary or de
 no evaluated text is trained on). Each page becomes one sequence of at most ``SEQ_LEN`` tokens of llama31_8b's mini
 byte-level BPE, laid out as the reference's preprocessing lays out a GovReport example::
 
-    ### Summarize the following text:\\n{description}\\n### Summary:\\n{summary}<|endoftext|>
+    ### Summarize the following text:\\n {description}\\n ### Summary:\\n {summary}<|endoftext|>
 
 the description cut to the tokens that leave room for the summary (a page whose summary takes more than
 ``MAX_SUMMARY_TOKENS`` is dropped). The labels are -100 on the prompt and the description, the token itself on the
 summary and (training only, as the reference's evaluation labels mask it) the end-of-text token: the loss is the
-summary's. Under ``<data-dir>/llama2_70b_lora/mini``: ``manpages/train-00000-of-00001.parquet``,
+summary's, in training too (the reference's preprocessing trains on the whole text: README.md). Under
+``<data-dir>/llama2_70b_lora/mini``: ``manpages/train-00000-of-00001.parquet``,
 ``manpages/validation-00000-of-00001.parquet``, ``manifest.json`` (every file's size and SHA-256, the pages' project
 version, the tokenizer's SHA-256, and what a model that learns nothing gets: the unigram model of the training
 summaries' tokens scored on the validation summaries) and ``base/`` (the base checkpoint).
@@ -42,9 +43,10 @@ SEQ_LEN = 128  # tokens a sequence holds at most (the reference: 8,192)
 MAX_SUMMARY_TOKENS = 40  # longer NAME lines (CPU_SET(3) names 21 macros) are dropped
 MIN_DOCUMENT_TOKENS = 16  # a description shorter than this says too little to summarize
 VALIDATION_EVERY = 10  # a page goes to validation when its name's hash is 0 modulo this
-PROMPT, MARKER = "### Summarize the following text:\n", "\n### Summary:\n"  # the reference's (scripts/utils.py)
+# The reference's text around a document and its summary (scripts/utils.py:44), each of which follows a space.
+PROMPT, MARKER = "### Summarize the following text:\n", "\n ### Summary:\n"
 FOLDERS = tuple(f"man{i}" for i in range(1, 9))  # the project's pages: manpages (1, 4-8) and manpages-dev (2, 3)
-DATASET, MANIFEST, BASE = "manpages", "manifest.json", "base"
+DATASET, MANIFEST = "manpages", "manifest.json"
 FILES = (f"{DATASET}/{TRAIN}", f"{DATASET}/{VALIDATION}")
 FIX = "run `trainperf data prepare llama2_70b_lora` (it builds the mini data and trains its base model)"
 
@@ -104,11 +106,11 @@ def encode(tok, pages: Iterable[manpages.Page], *, score_end: bool) -> dict[str,
     prompt, marker = tok.encode(PROMPT).ids, tok.encode(MARKER).ids
     rows: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": []}
     for p in pages:
-        summary = tok.encode(p.summary).ids
+        summary = tok.encode(" " + p.summary).ids
         room = SEQ_LEN - len(prompt) - len(marker) - len(summary) - 1
         if len(summary) > MAX_SUMMARY_TOKENS or room < MIN_DOCUMENT_TOKENS:
             continue
-        document = tok.encode(p.description).ids[:room]
+        document = tok.encode(" " + p.description).ids[:room]
         if len(document) < MIN_DOCUMENT_TOKENS:
             continue
         scored = len(prompt) + len(document) + len(marker)
