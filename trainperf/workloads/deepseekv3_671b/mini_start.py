@@ -24,7 +24,6 @@ from pathlib import Path
 
 from trainperf.fileio import atomic_write_text
 from trainperf.workloads.common.llm import start
-from trainperf.workloads.llama31_8b import mini
 
 GENERATOR = "trainperf.workloads.deepseekv3_671b.mini_start v1"
 START_SEED = 671  # the weights, and the order of the training sequences (llama31_8b's mini order at this seed)
@@ -78,6 +77,7 @@ def load(folder: Path):
 
 def _start() -> start.Start:
     from trainperf.workloads.deepseekv3_671b.model import FLAVOURS
+    from trainperf.workloads.llama31_8b import prose
 
     return start.Start(
         name="deepseekv3_671b mini",
@@ -85,7 +85,7 @@ def _start() -> start.Start:
         folder=start_dir,
         fix=FIX,
         args=FLAVOURS["mini"],
-        corpus=mini.PROSE,
+        corpus=prose.PROSE,
         seed=START_SEED,
         steps=START_STEPS,
         learning_rate=START_LR,
@@ -113,7 +113,9 @@ def make_start(data_dir: Path, out: Path, *, steps: int = START_STEPS, report: C
 
 def mini_data(data_dir: Path, seed: int = START_SEED):
     """llama31_8b's mini workload over the prepared files (its batches in the order of ``seed``, its evaluation)."""
-    return mini.open_prose(data_dir, seed)
+    from trainperf.workloads.llama31_8b import prose
+
+    return prose.open_prose(data_dir, seed)
 
 
 log_perplexity = start.log_perplexity

@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from trainperf.errors import DataError
 from trainperf.workloads.common.llm import start
-from trainperf.workloads.llama31_8b import mini as prose
+from trainperf.workloads.llama2_70b_lora import mini
+from trainperf.workloads.llama2_70b_lora.reference import Files
+from trainperf.workloads.llama31_8b import mini as llama_mini
 
 GENERATOR = "trainperf.workloads.llama2_70b_lora.base v1"
 BASE_SEED = 70
@@ -59,8 +62,8 @@ def load(folder: Path):
 def summary_loss(model, data_dir: Path) -> dict:
     """The base model's own evaluation loss on the mini's validation pages (no fine-tuning: what a run that trains
     nothing scores), as the mini's evaluation computes it."""
-    from trainperf.workloads.llama2_70b_lora import MINI, mini, reference
-    from trainperf.workloads.llama2_70b_lora.workload import mean_sequence_loss
+    from trainperf.workloads.llama2_70b_lora import MINI, reference
+    from trainperf.workloads.llama2_70b_lora.loss import mean_sequence_loss
 
     valid = reference.read(
         mini.mini_dir(data_dir) / mini.FILES[1], vocab_size=model.args.vocab_size, max_len=mini.SEQ_LEN
@@ -74,14 +77,14 @@ def summary_loss(model, data_dir: Path) -> dict:
 
 
 def _start() -> start.Start:
-    from trainperf.workloads.llama2_70b_lora.mini import FIX
     from trainperf.workloads.llama2_70b_lora.model import FLAVOURS
+    from trainperf.workloads.llama31_8b import prose
 
     return start.Start(
         name="llama2_70b_lora mini",
         generator=GENERATOR,
         folder=base_dir,
-        fix=FIX,
+        fix=mini.FIX,
         args=FLAVOURS["mini"],
         corpus=prose.PROSE,
         seed=BASE_SEED,
@@ -109,14 +112,20 @@ def make(data_dir: Path, out: Path, *, steps: int = BASE_STEPS, report: Callable
 def prepare_mini(data_dir: Path) -> list[Path]:
     """``trainperf data prepare llama2_70b_lora``: llama31_8b's mini files, the manual pages' parquet files, then the
     base checkpoint (each step idempotent: nothing is remade that verifies)."""
-    from trainperf.workloads.llama2_70b_lora import mini
-
-    written = prose.prepare_mini(data_dir)
+    written = llama_mini.prepare_mini(data_dir)
     written += mini.prepare_data(data_dir)
     return [*written, *start.prepare(_start(), data_dir)]
 
 
 def verify_mini(data_dir: Path, *, trust_cache: bool = False) -> list[str]:
-    from trainperf.workloads.llama2_70b_lora import mini
-
     return mini.verify_data(data_dir, trust_cache=trust_cache) or verify(data_dir, trust_cache=trust_cache)
+
+
+def files(data_dir: Path) -> Files:
+    """The mini's files as the reference's (``Files``), after their manifests are checked (sizes, and the hashes of
+    files changed since they were last found intact): a missing or changed file names the command that remakes it."""
+    for what, problems in (("data", mini.verify_data(data_dir, trust_cache=True)), ("base model", verify(data_dir))):
+        if problems:
+            raise DataError(f"llama2_70b_lora mini {what}: {problems[0]}; {mini.FIX}")
+    root = mini.mini_dir(data_dir)
+    return Files(root / mini.FILES[0], root / mini.FILES[1], base_dir(data_dir))

@@ -35,8 +35,8 @@ from trainperf.data import verified
 from trainperf.errors import DataError
 from trainperf.fileio import atomic_write_text
 from trainperf.workloads.llama2_70b_lora import manpages
-from trainperf.workloads.llama2_70b_lora.reference import IGNORE, TRAIN, VALIDATION, Files
-from trainperf.workloads.llama31_8b import mini as prose
+from trainperf.workloads.llama2_70b_lora.reference import IGNORE, TRAIN, VALIDATION
+from trainperf.workloads.llama31_8b import mini as llama_mini
 
 GENERATOR = "trainperf.workloads.llama2_70b_lora.mini v1"
 SEQ_LEN = 128  # tokens a sequence holds at most (the reference: 8,192)
@@ -73,13 +73,11 @@ def verify_data(data_dir: Path, *, trust_cache: bool = False) -> list[str]:
     if {k: manifest.get(k) for k in _header()} != _header():
         return [f"{root / MANIFEST} was written by another generator version or settings"]
     try:
-        tokens = prose.tokenizer_sha256(data_dir)
+        tokens = llama_mini.tokenizer_sha256(data_dir)
     except DataError as e:
         return [str(e).split(": run")[0]]
     if manifest.get("tokenizer_sha256") != tokens:
-        return [
-            f"{root / MANIFEST}: tokenized with another tokenizer than {prose.mini_dir(data_dir) / prose.TOKENIZER}"
-        ]
+        return [f"{root / MANIFEST}: tokenized with another tokenizer than {llama_mini.mini_dir(data_dir)}'s"]
     files = manifest.get("files")
     if not isinstance(files, dict) or set(files) != set(FILES):
         return [f"{root / MANIFEST} does not list the mini files"]
@@ -102,7 +100,7 @@ def split(pages: list[manpages.Page]) -> tuple[list[manpages.Page], list[manpage
 
 def encode(tok, pages: Iterable[manpages.Page], *, score_end: bool) -> dict[str, list[list[int]]]:
     """The pages' rows (``input_ids``, ``attention_mask``, ``labels``) as the reference's parquet files hold them."""
-    end = tok.token_to_id(prose.EOS)
+    end = tok.token_to_id(llama_mini.EOS)
     prompt, marker = tok.encode(PROMPT).ids, tok.encode(MARKER).ids
     rows: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": []}
     for p in pages:
@@ -144,7 +142,7 @@ def prepare_data(data_dir: Path) -> list[Path]:
         return []
     pages = manpages.read_pages(folders=FOLDERS)
     train_pages, valid_pages = split(pages)
-    tok = tokenizer.load(prose.mini_dir(data_dir) / prose.TOKENIZER)
+    tok = tokenizer.load(llama_mini.mini_dir(data_dir) / llama_mini.TOKENIZER)
     train, valid = encode(tok, train_pages, score_end=True), encode(tok, valid_pages, score_end=False)
     if len(valid["input_ids"]) < 50 or len(train["input_ids"]) < 500:
         raise DataError(
@@ -164,7 +162,7 @@ def prepare_data(data_dir: Path) -> list[Path]:
         **_header(),
         "pages": {"read": len(pages), "training": len(train["input_ids"]), "validation": len(valid["input_ids"])},
         "projects": sorted({p.project for p in pages}),
-        "tokenizer_sha256": prose.tokenizer_sha256(data_dir),
+        "tokenizer_sha256": llama_mini.tokenizer_sha256(data_dir),
         "unigram_summary_loss": round(baseline, 4),
         "uniform_loss": round(math.log(vocab), 4),
         "files": {n: {"bytes": (root / n).stat().st_size, "sha256": verified.sha256(root / n)} for n in FILES},
@@ -176,15 +174,3 @@ def prepare_data(data_dir: Path) -> list[Path]:
         f"{math.log(vocab):.3f}"
     )
     return [root / n for n in (*FILES, MANIFEST)]
-
-
-def files(data_dir: Path) -> Files:
-    """The mini's files as the reference's (``Files``), after their manifests are checked (sizes, and the hashes of
-    files changed since they were last found intact): a missing or changed file names the command that remakes it."""
-    from trainperf.workloads.llama2_70b_lora import base
-
-    for what, problems in (("data", verify_data(data_dir, trust_cache=True)), ("base model", base.verify(data_dir))):
-        if problems:
-            raise DataError(f"llama2_70b_lora mini {what}: {problems[0]}; {FIX}")
-    root = mini_dir(data_dir)
-    return Files(root / FILES[0], root / FILES[1], base.base_dir(data_dir))

@@ -30,7 +30,7 @@ from trainperf.errors import DataError
 from trainperf.fileio import atomic_write_text
 from trainperf.workloads.bert import corpus
 from trainperf.workloads.bert.mini import split_documents
-from trainperf.workloads.common.llm import indexed, start
+from trainperf.workloads.common.llm import indexed
 
 GENERATOR = "trainperf.workloads.llama31_8b.mini v1"
 VOCAB_SIZE = 4096
@@ -152,25 +152,3 @@ def prepare_mini(data_dir: Path) -> list[Path]:
 
 def tokenizer_sha256(data_dir: Path) -> str:
     return read_manifest(data_dir)["files"][TOKENIZER]["sha256"]
-
-
-def open_prose(data_dir: Path, seed: int, seq_len: int = SEQ_LEN):
-    """The mini workload over the prepared files, its data loaded: seeded batches of the training split (in the
-    order of ``seed``) and the evaluation of the 512 validation sequences. What the minis' starting checkpoints
-    are trained on (:mod:`trainperf.workloads.common.llm.start`)."""
-    import dataclasses
-
-    from trainperf.dist import DistContext
-    from trainperf.spec import RunConfig
-    from trainperf.workloads.llama31_8b import MINI, MINI_RECIPE
-    from trainperf.workloads.llama31_8b.workload import LlamaWorkload
-
-    recipe = dataclasses.replace(MINI_RECIPE, max_sequence_length=seq_len)
-    data = LlamaWorkload(MINI, recipe, RunConfig(seed=seed), data_dir=data_dir, dist=DistContext())
-    data.prepare()
-    data.load_data()
-    return data
-
-
-# llama31_8b's mini prose as the corpus a mini's starting checkpoint is trained on.
-PROSE = start.Corpus(prepare=prepare_mini, verify=verify_mini, tokenizer_sha256=tokenizer_sha256, open=open_prose)
