@@ -8,6 +8,7 @@
     python benchmarks/metric_error.py rnnt
     python benchmarks/metric_error.py llama31_8b
     python benchmarks/metric_error.py gpt_oss_20b
+    python benchmarks/metric_error.py deepseekv3_671b
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
@@ -63,6 +64,7 @@ PER_IMAGE = {
     "rnnt": "utterance_errors",
     "llama31_8b": "sequence_losses",
     "gpt_oss_20b": "sequence_losses",  # llama31_8b's evaluation, on the mixture-of-experts decoder
+    "deepseekv3_671b": "sequence_losses",  # the same, on its decoder continued from the starting checkpoint
 }
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 

@@ -23,7 +23,7 @@ from trainperf.rules.compliance import check_log
 class Fixture:
     log: str  # beside this file
     open_file: str  # the installed open rule file whose reference-scale checks are warnings for a mini log
-    reference_values: tuple[str, ...]  # each reference-scale check's value, one warning apiece
+    reference_values: dict[str, str]  # each reference-scale check's value: what it fixes (one warning apiece)
     target: str  # the mini target, as a problem names it
     last_eval: str  # the deciding evaluation's value, as logged
     other_checks: tuple[tuple[str, str, str], ...]  # (key, its logged value, a value the open file's check fails)
@@ -37,7 +37,7 @@ FIXTURES = [
     Fixture(
         log="gpt_oss_20b_mini_log.txt",
         open_file="open_gpt_oss_20b.yaml",
-        reference_values=("8192", "3.34"),
+        reference_values={"8192": "sequence length", "3.34": "quality target"},
         target="5.75",
         last_eval="5.72544826567173",
         other_checks=(("opt_name", '"adamw"', '"sgd"'),),
@@ -45,7 +45,12 @@ FIXTURES = [
     Fixture(
         log="deepseekv3_671b_mini_log.txt",
         open_file="open_deepseekv3_671b.yaml",
-        reference_values=("15360", "1024", "4096", "3.6"),
+        reference_values={
+            "15360": "batch size",
+            "1024": "evaluation set size",
+            "4096": "sequence length",
+            "3.6": "quality target",
+        },
         target="5.15",
         last_eval="5.09913731738925",
         other_checks=(("opt_name", '"adamw"', '"sgd"'), ("gradient_accumulation_steps", "1", "0")),
@@ -77,8 +82,11 @@ def test_a_mini_log_passes_with_the_reference_scale_checks_said_as_warnings(fixt
     assert res.passed and res.scale == "mini" and res.ruleset == "6.1.0", res.problems
     said = [w for w in res.warnings if fixture.open_file in w]
     assert len(said) == len(fixture.reference_values), res.warnings
-    for value in fixture.reference_values:
-        assert len(said_for(fixture, said, value)) == 1, (value, res.warnings)
+    for value, subject in fixture.reference_values.items():
+        [warning] = said_for(fixture, said, value)
+        assert f"the reference's {subject} " in warning and f"whose {subject} is the mini scale's own" in warning
+        others = set(fixture.reference_values.values()) - {subject}
+        assert not any(other in warning for other in others), warning
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=IDS)

@@ -13,6 +13,7 @@ from power_logs import add_power, expected_joules, run_window, switch_log
 from round_logs import APR_2024, package, plain_records, record
 from untrusted import SYSTEM
 
+from trainperf.report.collect import collect
 from trainperf.submission import power
 from trainperf.submission.cli import format_review
 from trainperf.submission.layout import copy_package
@@ -77,6 +78,20 @@ def test_v4_0_logs_stopped_on_their_last_line_get_v4_0s_energy_score(tmp_path):
     assert "differs from result_summarizer's" not in said
     assert not [w for w in verdict.warnings if power.RULE in w], verdict.warnings  # 2 Hz, covering the run
     assert "| result_summarizer cannot read these power logs" in "\n".join(format_review(result))
+
+
+def test_report_gives_each_v4_0_runs_energy_as_review_does(tmp_path):
+    """`report`'s energy to train of the same package: each run's energy by v4.0's formula (the package's round),
+    said so; a run whose log v4.0's summarizer could not read either (a reading before the start) has none."""
+    recs_of = runs()
+    org, energies = powered(tmp_path, recs_of)
+    add_power(org, "resnet", 4, {"node_1.txt": stop_last_with_start_time(recs_of[4], 1000, early=True)})
+    (bench,) = collect([tmp_path / "acme"])[0].benchmarks
+    assert bench.round == "v4.0"
+    assert [r.energy_joules for r in bench.runs[:4]] == pytest.approx(energies[:4], rel=1e-9)
+    assert "by v4.0's summarizer's formula (lines in file order)" in bench.runs[0].energy_note
+    assert bench.runs[4].energy_joules is None
+    assert bench.runs[4].energy_note.startswith("power log unreadable: node_1.txt: a power_reading before"), bench
 
 
 def test_a_later_round_keeps_the_installed_summarizers_reading(tmp_path):

@@ -445,6 +445,23 @@ def test_result_files_named_with_an_id_are_runs_and_two_sets_in_one_folder_are_r
         collect([tmp_path])
 
 
+def test_a_published_folder_numbering_each_jobs_runs_is_one_set_in_name_order(tmp_path):
+    # v4.0's smc-ac-power resnet: result_<job>-<id>_<n>.txt, runs 1 and 3 twice, 5 files as the round asks
+    write_system(tmp_path, "box")
+    names = ["5759-2405_2", "5762-2405_3", "5797-2405_1", "5800-2405_1", "5800-2405_3"]
+    for name, m in zip(names, [1.0, 2.0, 3.0, 4.0, 5.0], strict=True):
+        write_run(tmp_path / f"results/box/resnet/result_{name}.txt", system="box", seed=int(m), minutes=m)
+    [system] = collect([tmp_path])
+    [bench] = system.benchmarks
+    assert [r.path.name for r in bench.runs] == [f"result_{n}.txt" for n in names]
+    assert [r.index for r in bench.runs] == [0, 1, 2, 3, 4]
+    assert bench.score.valid and bench.score.minutes == pytest.approx(3.0)
+    assert any("repeat a run number" in n for n in system.notes), system.notes
+    write_run(tmp_path / "results/box/resnet/result_9999-1_1.txt", system="box", seed=9, minutes=0.1)
+    with pytest.raises(ResultsError, match=r"holds 6 result files where resnet needs 5"):
+        collect([tmp_path])
+
+
 def test_a_log_that_ends_before_run_stop_counts_as_not_converged_and_its_evaluations_do_not_count(tmp_path):
     # A published Lenovo v2.0 unet3d run ends mid-block, without run_stop; the published score counts it as failed.
     # The attack it must not open: a truncated log whose evaluation reaches the target buys no success.

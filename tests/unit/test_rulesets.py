@@ -155,3 +155,10 @@ def test_a_key_the_installed_rules_renamed_after_v2_1_is_read_by_its_v2_1_name(t
     renamed = check_log(foreign_log(tmp_path / "a" / "result_0.txt", {**closed, "opt_epsilon": 1e-6}), ruleset="2.1")
     assert missing not in renamed.problems and any(w.startswith(missing) and "d82b94d" in w for w in renamed.warnings)
     assert missing in check_log(foreign_log(tmp_path / "b" / "result_0.txt", closed), ruleset="2.1").problems
+
+
+def test_every_reference_scale_check_says_what_it_fixes():
+    keys = {key for checks in rulesets.REFERENCE_SCALE_OPEN_CHECKS.values() for key in checks}
+    assert keys <= set(rulesets.REFERENCE_SCALE_SUBJECTS), keys - set(rulesets.REFERENCE_SCALE_SUBJECTS)
+    assert rulesets.REFERENCE_SCALE_SUBJECTS["global_batch_size"] == "batch size"
+    assert rulesets.REFERENCE_SCALE_SUBJECTS["eval_accuracy"] == "quality target"

@@ -24,18 +24,19 @@ from typing import Any
 from trainperf import distinct, limits, registry
 from trainperf.errors import ResultsError, TrainperfError
 from trainperf.fileio import refuse_link
-from trainperf.report.energy import ENERGY_KEY, read_energy, summary_json_energy
+from trainperf.report.energy import ENERGY_KEY, by_one_formula, read_energy, summary_json_energy
 from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.rules import rulesets
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
 from trainperf.scoring import Score, score_results
 from trainperf.spec import SCALES, BenchmarkSpec
+from trainperf.submission import power
 from trainperf.text import shell_command
 from trainperf.timeline import first_past_budget, own_progress
 
 # result_<i>.txt, or result_<id>_<i>.txt as some published packages name them (the official package checker takes
 # every result_*.txt; HazyResearch's v2.0 results are result_220520100725096152634_1.txt ... _10.txt)
-_RESULT_FILE = re.compile(r"^result_(?:[A-Za-z0-9]{1,64}_)?(\d{1,9})\.txt$")
+_RESULT_FILE = re.compile(r"^result_(?:[A-Za-z0-9][A-Za-z0-9_-]{0,63}_)?(\d{1,9})\.txt$")
 FALLBACK_RUNS = (5, 1)  # an unknown benchmark key: 5 runs, drop 1
 
 
@@ -49,6 +50,7 @@ class RunResult:
     curve: list[tuple[float, float, float]]  # (minutes since run_start, progress as logged in epoch_num, quality)
     energy_joules: float | None = None
     energy_note: str = "not measured"
+    power_window: tuple[float | None, float | None] = (None, None)  # first run_start, run_stop: a power log's window
     start_ms: int | None = None  # run_start's time_ms: the order of the runs for scoring
     evaluations: tuple[Any, ...] = ()  # the eval_accuracy values as logged (numbers, or objects of fields)
     evaluation_lines: tuple[int, ...] = ()  # the line of each evaluation in the result file
@@ -227,22 +229,9 @@ def _collect_benchmark(
     bench_dir: Path, system: str, energy: dict[tuple[str, str], dict[str, Any]], notes: list[str]
 ) -> BenchmarkResults | None:
     key = bench_dir.name
-    files = sorted(
-        (
-            (int(m.group(1)), p)
-            for p in _entries(bench_dir, bench_dir.parents[2], lambda p: bool(_RESULT_FILE.match(p.name)))
-            if (m := _RESULT_FILE.match(p.name)) and p.is_file()
-        ),
-        key=lambda x: (x[0], x[1].name),
-    )
+    files = _result_files(bench_dir, key, notes)
     if not files:
         return None
-    for (i, a), (j, b) in itertools.pairwise(files):
-        if i == j:
-            raise ResultsError(
-                f"{bench_dir}: {a.name} and {b.name} are both run {i}: one folder holds one set of runs, each "
-                "result_<i>.txt once; move the other set to its own folder"
-            )
     runs: list[RunResult] = []
     scale: str | None = None
     first_path: Path | None = None
@@ -275,6 +264,7 @@ def _collect_benchmark(
     if spec is not None:
         runs = [_rederive(run, spec, key) for run in runs]
     runs = _count_copies_as_failed(runs, key)
+    runs = by_one_formula(runs)
     score = score_results(
         [(r.success, r.minutes) for r in runs],
         runs_required=required,
@@ -293,6 +283,32 @@ def _collect_benchmark(
         spec_note=spec_note,
         round=rulesets.round_of_results(bench_dir, key, [r.start_ms for r in runs], own=all(r.own_log for r in runs)),
     )
+
+
+def _result_files(bench_dir: Path, key: str, notes: list[str]) -> list[tuple[int, Path]]:
+    """The result files and their run numbers. Two sets in one folder are refused; a published folder that numbers
+    each job's runs (v4.0 smc-ac-power: ``result_5800-<id>_1.txt`` beside ``result_5797-<id>_1.txt``) with no more
+    files than its round asks for is one set, as the official tools read it: runs numbered in name order."""
+    files = sorted(
+        (
+            (int(m.group(1)), p)
+            for p in _entries(bench_dir, bench_dir.parents[2], lambda p: bool(_RESULT_FILE.match(p.name)))
+            if (m := _RESULT_FILE.match(p.name)) and p.is_file()
+        ),
+        key=lambda x: (x[0], x[1].name),
+    )
+    twice = [(a, b, i) for (i, a), (j, b) in itertools.pairwise(files) if i == j]
+    if not twice:
+        return files
+    a, b, _ = twice[0]
+    if key in registry.BENCHMARKS and len(files) > (need := registry.mlperf_runs(key)[0]):
+        raise ResultsError(
+            f"{bench_dir}: {a.name} and {b.name} are both run {twice[0][2]}, "
+            f"and the folder holds {len(files)} result files where {key} needs {need}: one folder holds one set of "
+            "runs, each result_<i>.txt once; move the other set to its own folder"
+        )
+    notes.append(f"{key}: result file names repeat a run number ({a.name}, {b.name}): runs numbered in name order")
+    return list(enumerate(sorted((p for _, p in files), key=lambda p: p.name)))
 
 
 def _count_copies_as_failed(runs: list[RunResult], key: str) -> list[RunResult]:
@@ -395,7 +411,10 @@ def _read_run(
         notes.append(f"{path.name} of {key} names platform {logged.platform!r}, not the folder's system {system!r}")
     if not isinstance(logged.scale, str) or logged.scale not in SCALES:
         raise ResultsError(f"{path}: trainperf_scale {logged.scale!r} is not one of {', '.join(SCALES)}")
-    joules, note = read_energy(path, records, summary_energy)
+    own = rulesets.is_trainperf_log(records)
+    ruleset = "" if own else rulesets.ruleset_of_results(path.parent, key, [logged.start_ms], own=False)
+    joules, note = read_energy(path, records, summary_energy, ruleset)
+    window = (power.first_ms(records, "run_start"), power.first_ms(records, "run_stop"))
     run = RunResult(
         index=index,
         path=path,
@@ -405,11 +424,12 @@ def _read_run(
         curve=logged.curve,
         energy_joules=joules,
         energy_note=note,
+        power_window=window,
         start_ms=logged.start_ms,
         evaluations=tuple(logged.evaluations),
         evaluation_lines=tuple(logged.evaluation_lines),
         progress=own_progress(logged.lines),
-        own_log=rulesets.is_trainperf_log(records),
+        own_log=own,
         fingerprints=distinct.fingerprints(logged.lines),
     )
     return run, logged.scale

@@ -3,6 +3,7 @@ else a published package's MLPerf power logs beside the result file (:mod:`train
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,12 @@ from trainperf.submission import power
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
 
 
-def read_energy(path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> tuple[float | None, str]:
-    """Energy from the log's ``trainperf_energy_joules`` event, else from summary.json's run record."""
+def read_energy(
+    path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None, ruleset: str = ""
+) -> tuple[float | None, str]:
+    """Energy from the log's ``trainperf_energy_joules`` event, else from summary.json's run record, else from a
+    published package's power logs: by the installed summarizer's formula, or where it cannot read them by the formula
+    of the package's round (``ruleset``), as ``review`` gives the energy score."""
     rec = next((r for r in records if r.get("key") == ENERGY_KEY), None)
     if rec is not None:
         meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
@@ -23,7 +28,12 @@ def read_energy(path: Path, records: list[dict[str, Any]], summary: dict[str, An
     elif summary is not None:
         value, note, where = summary.get("energy_joules"), summary.get("energy_note"), f"summary.json ({path.name})"
     else:  # a published package's power logs (results/<system>/<benchmark>/power/<result>/)
-        return power.folder_joules(path, power.first_ms(records, "run_start"), power.first_ms(records, "run_stop"))
+        start, stop = power.first_ms(records, "run_start"), power.first_ms(records, "run_stop")
+        joules, note = power.folder_joules(path, start, stop)
+        formula = power.formula_of(ruleset)
+        if joules is None and formula != power.INSTALLED and note.startswith(power.UNREADABLE):
+            return power.folder_joules(path, start, stop, formula)
+        return joules, note
     if value is None:
         return None, str(note) if note else "not measured"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
@@ -48,3 +58,17 @@ def summary_json_energy(root: Path) -> tuple[dict[str, dict[tuple[str, str], dic
         raise ResultsError(f"{path} {e}: refused; a trainperf summary.json is a few KiB: move it away") from None
     except (OSError, ValueError, TypeError, AttributeError):
         return {}, f"{path} is unreadable; energy was read from the result files only"
+
+
+def by_one_formula(runs: list[Any]) -> list[Any]:
+    """A benchmark's power logs all read by one formula, as ``review`` reads them: where one run's logs needed its
+    round's formula (the installed summarizer cannot read them), every run's energy by that formula."""
+    if not any(power.ROUND_FORMULA in r.energy_note for r in runs):
+        return runs
+    redone = []
+    for r in runs:
+        if r.energy_note.startswith(power.LOGS_NOTE) and power.ROUND_FORMULA not in r.energy_note:
+            joules, note = power.folder_joules(r.path, *r.power_window, power.IN_FILE_ORDER)
+            r = dataclasses.replace(r, energy_joules=joules, energy_note=note)
+        redone.append(r)
+    return redone

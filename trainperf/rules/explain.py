@@ -198,15 +198,17 @@ EXACTLY_ONE = re.compile(
 def reference_scale_warning(lines: list[Line], benchmark: str | None, ruleset: str, key: str, check: str) -> str | None:
     """The warning for a failed check of the installed open rule file that fixes a reference-scale value
     (:data:`rulesets.REFERENCE_SCALE_OPEN_CHECKS`), where the log is a trainperf mini log in the open division: it
-    is judged by its benchmark's mini rules (its own target and sequence length). None for any other check or log."""
+    is judged by its benchmark's mini rules, at its own scale. The warning says what the check fixes, by its key
+    (:data:`rulesets.REFERENCE_SCALE_SUBJECTS`). None for any other check or log."""
     mini = first_value(lines, "trainperf_scale") == "mini" and first_value(lines, "submission_division") == "open"
     where = rulesets.open_checks(ruleset, benchmark) if mini and benchmark else {}
     source = where.get((key, " ".join(check.split())))
     if source is None:
         return None
+    subject = rulesets.REFERENCE_SCALE_SUBJECTS.get(key, f"value of '{key}'")
     return (
-        f"the official open rule `{check.strip()}` on '{key}' ({source}) fixes the reference scale's value and is "
-        "not applied to a mini log, whose quality target the benchmark's mini rules judge"
+        f"the official open rule `{check.strip()}` on '{key}' ({source}) fixes the reference's {subject} and is not "
+        f"applied to a mini log, whose {subject} is the mini scale's own (the benchmark's mini rules judge the log)"
     )
 
 

@@ -143,8 +143,8 @@ OPEN_PLACEHOLDERS: dict[str, dict[str, str]] = {
 # In mlperf-logging 4.1.68, training_6.1.0/open_gpt_oss_20b.yaml (and the other 6.1 benchmarks' open files that are
 # not placeholders) ask an open submission for the reference's sequence length (a CHECK on max_sequence_length) and
 # its quality target (an ATLEAST_ONE_CHECK on eval_accuracy). A trainperf mini log is logged as open and judged by the
-# benchmark's mini rules, its own target and sequence length; only those two checks, read from the installed open
-# file itself, are said as warnings for it (explain.reference_scale_warning); every other check of the file applies.
+# benchmark's mini rules, at its own scale; only these checks, read from the installed open file itself, are said as
+# warnings for it (explain.reference_scale_warning); every other check of the file applies.
 # open_deepseekv3_671b.yaml also fixes the reference's batch (>= 15,360) and evaluation set (1,024 sequences), and
 # open_flux1.yaml its target on averaged_validation_loss.
 REFERENCE_SCALE_OPEN_CHECKS: dict[str, dict[str, str]] = {
@@ -155,6 +155,15 @@ REFERENCE_SCALE_OPEN_CHECKS: dict[str, dict[str, str]] = {
         "eval_accuracy": "ATLEAST_ONE_CHECK",
         "averaged_validation_loss": "ATLEAST_ONE_CHECK",
     },
+}
+# What the value a reference-scale check fixes is, by the key it checks (a warning names it): MLPerf's key names, the
+# same in every benchmark's file.
+REFERENCE_SCALE_SUBJECTS: dict[str, str] = {
+    "max_sequence_length": "sequence length",
+    "global_batch_size": "batch size",
+    "eval_samples": "evaluation set size",
+    "eval_accuracy": "quality target",
+    "averaged_validation_loss": "quality target",
 }
 _TRAINPERF_KEY = "trainperf_"  # trainperf's own logs carry trainperf_scale, trainperf_division, ...
 _REPOSITORY = re.compile(r"^training_results_v(\d+)\.(\d+)$")
@@ -349,6 +358,12 @@ def round_of_results(path: Path, benchmark: str, start_ms: Iterable[object], *, 
     """The round (``v2.0``, ``v6.1``) one benchmark's result files at ``path`` belong to, told as ``check`` and
     ``review`` tell it (:func:`package_ruleset`): trainperf's own logs (``own``) by their benchmark's round, published
     ones by their results repository's name or their latest run_start date; "" where no round fits."""
+    ruleset = ruleset_of_results(path, benchmark, start_ms, own=own)
+    return round_name(ruleset) if ruleset else ""
+
+
+def ruleset_of_results(path: Path, benchmark: str, start_ms: Iterable[object], *, own: bool) -> str:
+    """:func:`round_of_results`'s ruleset (``2.0.0``, ``6.1.0``); "" where no round fits."""
     dates = [d for t in start_ms if (d := log_date(t)) is not None]
     try:
         ruleset, _, _ = package_ruleset(
@@ -356,7 +371,7 @@ def round_of_results(path: Path, benchmark: str, start_ms: Iterable[object], *, 
         )
     except UsageError:
         return ""
-    return round_name(ruleset)
+    return ruleset
 
 
 def log_date(time_ms: object) -> dt.date | None:

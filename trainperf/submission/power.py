@@ -314,10 +314,17 @@ def first_ms(records: Iterable[dict[str, Any]], key: str) -> float | None:
     return float(t) if _number(t) else None
 
 
-def folder_joules(result: Path, start_ms: float | None, stop_ms: float | None) -> tuple[float | None, str]:
+UNREADABLE = "power log unreadable"  # folder_joules's note where a summarizer cannot read a run's logs
+LOGS_NOTE = "MLPerf power logs"  # ... where it read them
+ROUND_FORMULA = "by v4.0's summarizer's formula (lines in file order)"  # ... by IN_FILE_ORDER
+
+
+def folder_joules(
+    result: Path, start_ms: float | None, stop_ms: float | None, formula: str = INSTALLED
+) -> tuple[float | None, str]:
     """The energy of the run in ``result`` (a result file) from the power logs beside it
-    (``power/<result name>/{node,sw}_<n>.txt``), as the summarizer computes it, and how it was found; (None, why)
-    where there are none or they cannot be read (read capped, a link refused)."""
+    (``power/<result name>/{node,sw}_<n>.txt``), as the summarizer of ``formula`` computes it, and how it was found;
+    (None, why) where there are none or they cannot be read (read capped, a link refused)."""
     folder = result.parent / FOLDER / result.stem
     if not folder.is_dir() or start_ms is None or stop_ms is None:
         return None, "not measured"
@@ -333,13 +340,14 @@ def folder_joules(result: Path, start_ms: float | None, stop_ms: float | None) -
         except ValueError as e:
             return None, f"power log {path.name} {e}"
         log, why = parse(data, path.name)
-        if log is not None and log.is_node and (zero := unreadable(log)):
+        if log is not None and log.is_node and (zero := unreadable(log, formula)):
             why = [zero]
         if log is None or why:
-            return None, f"power log unreadable: {why[0]}"
+            return None, f"{UNREADABLE}: {why[0]}"
         run.logs.append(log)
     if not run.nodes:
         return None, f"no node_<n>.txt in {FOLDER}/{result.stem}"
-    return run_joules(
-        run, stop_ms - start_ms
-    ), f"MLPerf power logs ({len(run.nodes)} node(s), {len(run.switches)} switch(es))"
+    how = f"{LOGS_NOTE} ({len(run.nodes)} node(s), {len(run.switches)} switch(es))"
+    if formula == IN_FILE_ORDER:
+        how += f", {ROUND_FORMULA}, as the installed summarizer cannot read some of the benchmark's logs"
+    return run_joules(run, stop_ms - start_ms, formula), how
