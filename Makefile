@@ -13,9 +13,8 @@ demo: setup
 	$(VENV)/bin/trainperf run all --scale mini --out $(OUT)
 	$(VENV)/bin/trainperf report $(OUT) -o $(OUT)/report.html --markdown $(OUT)/report.md
 
-# two workers (pytest-xdist), each module whole on one, in the order collected (tests/conftest.py says why)
 test: setup
-	$(VENV)/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests
+	$(VENV)/bin/python -m pytest tests
 
 lint: setup
 	$(VENV)/bin/ruff check trainperf tests benchmarks

@@ -3,13 +3,10 @@ MLLOG files."""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import re
 import shutil
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -33,14 +30,6 @@ def data_dir() -> Path:
     root = default_data_dir()
     if not resnet_mini.DEBIAN_DIR.exists() and resnet_mini.verify_mini(root):
         pytest.fail("Debian's dataset-fashion-mnist is not installed: run `make setup` (scripts/setup.sh)")
-    root.mkdir(parents=True, exist_ok=True)
-    # `make test` runs two pytest-xdist workers: one prepares, the other waits here and then finds it all prepared
-    with open(root / ".tests-prepare.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return _prepare_all(root, resnet_mini)
-
-
-def _prepare_all(root: Path, resnet_mini) -> Path:
     resnet_mini.prepare_mini(root)
     from trainperf.workloads.common.detection import coco
 
@@ -87,36 +76,6 @@ def resnet_runs(tmp_path_factory, data_dir) -> Path:
     assert r.returncode == 0, r.stdout + r.stderr
     (out.parent / "stdout.txt").write_text(r.stdout)
     return out
-
-
-# `make test` runs two pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`): each module runs whole on
-# whichever worker is free, in the order collected (the multi-process and end-to-end trainings first, the many short
-# unit tests last, filling the gaps), so a module's fixtures are made once. The modules that read the shared
-# `resnet_runs` (5 real runs, about 3 minutes) run together on one worker, so that it is made once. (Told from each
-# module's source: the scheduler has node ids, not collected items, and `--dist loadgroup`'s marks do not reach it
-# under this pytest.)
-RESNET_RUNS_GROUP = "resnet_runs"
-_READS_RESNET_RUNS = re.compile(r"def \w+\([^)]*\bresnet_runs\b")  # a test or fixture taking it
-
-
-def pytest_xdist_make_scheduler(config, log):
-    if config.getoption("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    root = config.rootpath
-
-    class ResnetRunsTogether(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return RESNET_RUNS_GROUP if _reads_resnet_runs(root / module) else module
-
-    return ResnetRunsTogether(config, log)
-
-
-@cache
-def _reads_resnet_runs(module: Path) -> bool:
-    return module.suffix == ".py" and bool(_READS_RESNET_RUNS.search(module.read_text()))
 
 
 @pytest.fixture

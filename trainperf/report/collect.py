@@ -24,7 +24,7 @@ from typing import Any
 from trainperf import distinct, limits, registry
 from trainperf.errors import ResultsError, TrainperfError
 from trainperf.fileio import refuse_link
-from trainperf.report.energy import ENERGY_KEY, by_one_formula, read_energy, summary_json_energy
+from trainperf.report.energy import ENERGY_KEY, by_round_formula, read_energy, summary_json_energy
 from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
 from trainperf.rules import rulesets
 from trainperf.run_checks import RECORD_FIX, impossible_quality, logged_ms
@@ -264,7 +264,9 @@ def _collect_benchmark(
     if spec is not None:
         runs = [_rederive(run, spec, key) for run in runs]
     runs = _count_copies_as_failed(runs, key)
-    runs = by_one_formula(runs)
+    starts = [r.start_ms for r in runs]
+    ruleset = rulesets.ruleset_of_results(bench_dir, key, starts, own=all(r.own_log for r in runs))
+    runs = by_round_formula(runs, ruleset)
     score = score_results(
         [(r.success, r.minutes) for r in runs],
         runs_required=required,
@@ -281,7 +283,7 @@ def _collect_benchmark(
         runs_required=required,
         runs_dropped=dropped,
         spec_note=spec_note,
-        round=rulesets.round_of_results(bench_dir, key, [r.start_ms for r in runs], own=all(r.own_log for r in runs)),
+        round=rulesets.round_name(ruleset) if ruleset else "",
     )
 
 
@@ -411,9 +413,7 @@ def _read_run(
         notes.append(f"{path.name} of {key} names platform {logged.platform!r}, not the folder's system {system!r}")
     if not isinstance(logged.scale, str) or logged.scale not in SCALES:
         raise ResultsError(f"{path}: trainperf_scale {logged.scale!r} is not one of {', '.join(SCALES)}")
-    own = rulesets.is_trainperf_log(records)
-    ruleset = "" if own else rulesets.ruleset_of_results(path.parent, key, [logged.start_ms], own=False)
-    joules, note = read_energy(path, records, summary_energy, ruleset)
+    joules, note = read_energy(path, records, summary_energy)
     window = (power.first_ms(records, "run_start"), power.first_ms(records, "run_stop"))
     run = RunResult(
         index=index,
@@ -429,7 +429,7 @@ def _read_run(
         evaluations=tuple(logged.evaluations),
         evaluation_lines=tuple(logged.evaluation_lines),
         progress=own_progress(logged.lines),
-        own_log=own,
+        own_log=rulesets.is_trainperf_log(records),
         fingerprints=distinct.fingerprints(logged.lines),
     )
     return run, logged.scale

@@ -15,12 +15,10 @@ from trainperf.submission import power
 ENERGY_KEY = "trainperf_energy_joules"  # MLLOG event: value joules (or null), metadata sources and note
 
 
-def read_energy(
-    path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None, ruleset: str = ""
-) -> tuple[float | None, str]:
+def read_energy(path: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> tuple[float | None, str]:
     """Energy from the log's ``trainperf_energy_joules`` event, else from summary.json's run record, else from a
-    published package's power logs: by the installed summarizer's formula, or where it cannot read them by the formula
-    of the package's round (``ruleset``), as ``review`` gives the energy score."""
+    published package's power logs by the installed summarizer's formula (:func:`by_round_formula` then reads a
+    benchmark's logs by its round's formula where that one cannot read them)."""
     rec = next((r for r in records if r.get("key") == ENERGY_KEY), None)
     if rec is not None:
         meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
@@ -28,12 +26,7 @@ def read_energy(
     elif summary is not None:
         value, note, where = summary.get("energy_joules"), summary.get("energy_note"), f"summary.json ({path.name})"
     else:  # a published package's power logs (results/<system>/<benchmark>/power/<result>/)
-        start, stop = power.first_ms(records, "run_start"), power.first_ms(records, "run_stop")
-        joules, note = power.folder_joules(path, start, stop)
-        formula = power.formula_of(ruleset)
-        if joules is None and formula != power.INSTALLED and note.startswith(power.UNREADABLE):
-            return power.folder_joules(path, start, stop, formula)
-        return joules, note
+        return power.folder_joules(path, power.first_ms(records, "run_start"), power.first_ms(records, "run_stop"))
     if value is None:
         return None, str(note) if note else "not measured"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
@@ -60,15 +53,17 @@ def summary_json_energy(root: Path) -> tuple[dict[str, dict[tuple[str, str], dic
         return {}, f"{path} is unreadable; energy was read from the result files only"
 
 
-def by_one_formula(runs: list[Any]) -> list[Any]:
-    """A benchmark's power logs all read by one formula, as ``review`` reads them: where one run's logs needed its
-    round's formula (the installed summarizer cannot read them), every run's energy by that formula."""
-    if not any(power.ROUND_FORMULA in r.energy_note for r in runs):
+def by_round_formula(runs: list[Any], ruleset: str) -> list[Any]:
+    """A benchmark's runs (a report's RunResult), their power logs read by one formula, as ``review`` reads them:
+    where the installed summarizer cannot read one run's logs and the package's round (``ruleset``) had another
+    formula (v4.0's), every run's energy by that one."""
+    formula = power.formula_of(ruleset)
+    if formula == power.INSTALLED or not any(r.energy_note.startswith(power.UNREADABLE) for r in runs):
         return runs
     redone = []
     for r in runs:
-        if r.energy_note.startswith(power.LOGS_NOTE) and power.ROUND_FORMULA not in r.energy_note:
-            joules, note = power.folder_joules(r.path, *r.power_window, power.IN_FILE_ORDER)
+        if r.energy_note.startswith((power.LOGS_NOTE, power.UNREADABLE)):
+            joules, note = power.folder_joules(r.path, *r.power_window, formula)
             r = dataclasses.replace(r, energy_joules=joules, energy_note=note)
         redone.append(r)
     return redone

@@ -354,16 +354,10 @@ def package_ruleset(
     )
 
 
-def round_of_results(path: Path, benchmark: str, start_ms: Iterable[object], *, own: bool) -> str:
-    """The round (``v2.0``, ``v6.1``) one benchmark's result files at ``path`` belong to, told as ``check`` and
+def ruleset_of_results(path: Path, benchmark: str, start_ms: Iterable[object], *, own: bool) -> str:
+    """The ruleset (``2.0.0``, ``6.1.0``) one benchmark's result files at ``path`` belong to, told as ``check`` and
     ``review`` tell it (:func:`package_ruleset`): trainperf's own logs (``own``) by their benchmark's round, published
     ones by their results repository's name or their latest run_start date; "" where no round fits."""
-    ruleset = ruleset_of_results(path, benchmark, start_ms, own=own)
-    return round_name(ruleset) if ruleset else ""
-
-
-def ruleset_of_results(path: Path, benchmark: str, start_ms: Iterable[object], *, own: bool) -> str:
-    """:func:`round_of_results`'s ruleset (``2.0.0``, ``6.1.0``); "" where no round fits."""
     dates = [d for t in start_ms if (d := log_date(t)) is not None]
     try:
         ruleset, _, _ = package_ruleset(

@@ -316,7 +316,6 @@ def first_ms(records: Iterable[dict[str, Any]], key: str) -> float | None:
 
 UNREADABLE = "power log unreadable"  # folder_joules's note where a summarizer cannot read a run's logs
 LOGS_NOTE = "MLPerf power logs"  # ... where it read them
-ROUND_FORMULA = "by v4.0's summarizer's formula (lines in file order)"  # ... by IN_FILE_ORDER
 
 
 def folder_joules(
@@ -349,5 +348,5 @@ def folder_joules(
         return None, f"no node_<n>.txt in {FOLDER}/{result.stem}"
     how = f"{LOGS_NOTE} ({len(run.nodes)} node(s), {len(run.switches)} switch(es))"
     if formula == IN_FILE_ORDER:
-        how += f", {ROUND_FORMULA}, as the installed summarizer cannot read some of the benchmark's logs"
+        how += ", by v4.0's summarizer's formula (lines in file order): the installed one cannot read all of them"
     return run_joules(run, stop_ms - start_ms, formula), how
