@@ -87,11 +87,14 @@ from trainperf.spec import RunConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers_llm import hf_causal_loss, hf_gpt_oss, hf_llama  # noqa: E402 (a sibling module: the Hugging Face LLMs)
 
-KEYS = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b", "gpt_oss_20b")
+KEYS = (
+    "resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b", "gpt_oss_20b",
+    "llama2_70b_lora",
+)  # fmt: skip
 # Timed steps per repetition when --steps is not given: each workload's pair takes 30-70 s at 3 repeats here.
 DEFAULT_STEPS = {
     "resnet": 30, "ssd": 10, "maskrcnn": 10, "unet3d": 12, "rnnt": 20, "bert": 15, "dlrm": 200, "minigo": 16,
-    "llama31_8b": 10, "gpt_oss_20b": 10,
+    "llama31_8b": 10, "gpt_oss_20b": 10, "llama2_70b_lora": 20,
 }  # fmt: skip
 CACHED_BATCHES = 8  # batches drawn once and cycled by both sides
 
@@ -362,6 +365,39 @@ def gpt_oss_pair() -> Pair:
     return causal_lm_pair("gpt_oss_20b", hf_gpt_oss, name)
 
 
+# --- llama2_70b_lora: transformers + peft, as the reference fine-tunes ----------------------------------------
+def lora_pair() -> Pair:
+    """trainperf's mini LoRA step (its decoder with peft's adapters on the fused qkv and output projections, the base
+    read from the mini's checkpoint) against transformers' LlamaForCausalLM of the same sizes wrapped by
+    ``peft.get_peft_model`` with the recipe's LoraConfig on its q, k, v and output projections (transformers' Llama
+    has no fused qkv), trained in a plain loop on the same batches with the same AdamW, schedule and clip, the loss
+    the model's own from the same -100 labels. Samples/s, as the issue counts them."""
+    import peft
+
+    w = workload("llama2_70b_lora")
+    next_batch = cached(w)
+    samples = lambda b: float(b[0].shape[0])  # noqa: E731
+    seed_everything(0)
+    stepper = stepper_for(w, w.parallelize(w.build_model()))
+    ours = stepping(lambda b: stepper.step([b]), next_batch, samples)
+    seed_everything(0)
+    r = w.recipe
+    config = peft.LoraConfig(
+        r=r.lora_rank, lora_alpha=r.lora_alpha, lora_dropout=r.lora_dropout, bias="none",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+    )  # fmt: skip
+    model = peft.get_peft_model(hf_llama(w.args), config)
+    model.train()
+    opt, sched = w.build_optimizer(model)  # AdamW over what requires a gradient: the adapters
+
+    def loss(m, b):
+        return m(input_ids=b[0], labels=b[1], use_cache=False).loss
+
+    peer = stepping(plain_step(model, opt, sched, loss, r.clip_grad_norm), next_batch, samples)
+    batch = f"{w.local_batch_size} sequences of at most {w.seq_len} tokens"
+    return Pair("samples/s", batch, ours, peer, "transformers LlamaForCausalLM + peft LoRA, plain loop", close=w.close)
+
+
 # --- dlrm: the reference repository's layout ----------------------------------------------------------------
 class PlainDLRM(nn.Module):
     """The reference repository's DLRM layout: one EmbeddingBag per table, looked up table by table."""
@@ -555,6 +591,7 @@ BUILDERS: dict[str, Callable[[], Pair]] = {
     "minigo": minigo_pair,
     "llama31_8b": llama_pair,
     "gpt_oss_20b": gpt_oss_pair,
+    "llama2_70b_lora": lora_pair,
 }
 
 

@@ -25,7 +25,7 @@ GENERATOR = "trainperf.workloads.llama2_70b_lora.base v1"
 BASE_SEED = 70
 BASE_STEPS = 200  # 6,400 sequences of 128 tokens: a twelfth of an epoch of llama31_8b's mini training split
 BASE_LR, BASE_WARMUP = 3e-3, 20  # llama31_8b's mini recipe: its rate, warm-up and a cosine over the steps
-CALIBRATED_BASE_LOG_PERPLEXITY = 5.4734  # the base model the provisional mini target was set from (README.md)
+CALIBRATED_BASE_LOG_PERPLEXITY = 5.4734  # the base model the mini target was calibrated on (README.md)
 
 
 def base_dir(data_dir: Path) -> Path:

@@ -185,16 +185,22 @@ class LoraWorkload(Workload):
         """Evaluation loss: each validation sequence's loss (one per batch of 1, as the reference's
         per_device_eval_batch_size 1 gives), averaged over all sequences; each rank scores its shard once."""
         assert self.valid is not None
-        model.eval()
-        total = 0.0
-        shard = self.dist.shard(len(self.valid))
-        for i in shard:
-            total += float(self.loss(model, collate(self.valid, np.array([i]))))
-        model.train()
-        summed, count = self.dist.all_reduce([total, float(len(shard))])
+        losses = self.summary_losses(model)
+        summed, count = self.dist.all_reduce([float(sum(losses.tolist())), float(len(losses))])
         if count != len(self.valid):
             raise RuntimeError(f"llama2_70b_lora: evaluated {count:.0f} of {len(self.valid)} sequences")
         return {"eval_loss": summed / count}
+
+    @torch.no_grad()
+    def summary_losses(self, model: torch.nn.Module) -> np.ndarray:
+        """Each validation sequence's loss (the mean over its scored tokens) in this rank's shard, in order: what
+        :meth:`evaluate` averages, and what ``benchmarks/metric_error.py`` resamples."""
+        assert self.valid is not None
+        model.eval()
+        shard = self.dist.shard(len(self.valid))
+        losses = np.array([float(self.loss(model, collate(self.valid, np.array([i])))) for i in shard])
+        model.train()
+        return losses
 
     @torch.no_grad()
     def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
