@@ -1,5 +1,5 @@
 """bert at the reference scale without the real data: a smoke run (a tiny fixture in the packed HDF5 layout and a
-reference checkpoint with TensorFlow names, read by the real loader, three real steps of BERT-large and a full
+reference checkpoint with TensorFlow names, read by the real loader, two real steps of BERT-large and a full
 evaluation) fails ruleset 2.0.0 only on the quality target. The dry run's log is the same but for its synthetic
 batches, so the smoke run's judgement stands for both (and CI's minute for one run of BERT-large); the v2.0
 evaluation cadence is pinned in tests/unit/test_v2_rules_tables.py."""

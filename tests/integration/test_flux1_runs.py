@@ -65,7 +65,7 @@ def test_reference_smoke_run_reads_the_preprocessed_encodings(tmp_path):
     assert first["trainperf_smoke"] is True and first["train_samples"] == 8 and first["eval_samples"] == 16
     # The final layer starts at zero, so the model predicts 0 and the loss is E[(noise - x0)^2] = 1 + E[x0^2]; the
     # fixture's posterior means are N(0, 1) and its variances e^-8..e^-4: E[x0^2] = 0.3611^2 (1 + 0.1159^2 + 0.0045)
-    # = 0.1327, and three steps at a warm-up's first rates move it little.
+    # = 0.1327, and two steps at a warm-up's first rates move it little.
     assert first["eval_accuracy"] == pytest.approx(1.1327, abs=0.01)
     [details] = [r["value"] for r in records if r.get("key") == "trainperf_eval_details"]
     assert sorted(details) == [f"eval_loss_t{k}" for k in range(8)]  # each of the 8 timesteps scored
