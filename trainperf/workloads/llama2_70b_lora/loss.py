@@ -22,9 +22,14 @@ def collate(split: Sequences, rows: np.ndarray) -> tuple[torch.Tensor, torch.Ten
 
 
 def causal_lm_loss(model: torch.nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Hugging Face's causal-LM loss: the mean cross-entropy of each next token whose label is not -100."""
-    logits = model(ids[:, :-1])
-    return F.cross_entropy(logits.float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE)
+    """Hugging Face's causal-LM loss: the mean cross-entropy of each next token whose label is not -100. The decoder
+    computes logits at those positions alone (a summary is a fifth of a sequence's tokens): the same loss as
+    ``cross_entropy(logits, labels, ignore_index=-100)`` over every position, without the output layer's products and
+    softmax where nothing is scored."""
+    target = labels[:, 1:]
+    scored = target != IGNORE
+    logits = model(ids[:, :-1], scored=scored)
+    return F.cross_entropy(logits.float(), target[scored])
 
 
 @torch.no_grad()
