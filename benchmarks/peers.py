@@ -39,6 +39,18 @@ something. The peers:
   vocabulary, norm epsilon, RoPE base; eager attention), trained the same way as llama31_8b's peer; what
   transformers' GPT-OSS has beyond trainperf's decoder (attention sinks, router and expert biases, the clamped
   SwiGLU) is in ``benchmarks/peers_llm.py``, where both Hugging Face models are built.
+- deepseekv3_671b: Hugging Face transformers' ``DeepseekV3ForCausalLM`` of the mini decoder's configuration (the same
+  width, layers, heads, latent attention's ranks and head widths, dense first block, routed and shared experts, their
+  width, top-k, sigmoid scores, groups, scaling, vocabulary, norm epsilon, RoPE base; its default ``sdpa`` attention
+  and grouped experts; the same parameter count, printed), from random weights where trainperf's side continues from
+  its mini starting checkpoint (a step's speed does not depend on the values), trained the same way as llama31_8b's
+  peer. transformers' DeepSeek-V3 trains neither balancing mechanism (its expert bias stays 0; no auxiliary loss)
+  and scores a router group by its 2 best experts where the mini's is scored by its best 1:
+  ``benchmarks/peers_llm.py`` says each difference and why it stays.
+- llama2_70b_lora: Hugging Face transformers' ``LlamaForCausalLM`` of the mini decoder's configuration wrapped by
+  ``peft.get_peft_model`` with the recipe's LoRA (rank, alpha, dropout) on its q, k, v and output projections, trained
+  on the same batches with the same AdamW over the adapters, schedule and clip, its own loss from the same -100
+  labels; samples/s.
 - minigo: self-play as a straightforward implementation plays it: one game at a time in one process, each
   network call evaluating the one position the search asks for (trainperf's own search and Go rules, so
   only the batching and the worker processes differ); trainperf's side is a run's self-play (the workload's
@@ -85,16 +97,16 @@ from trainperf.paths import default_data_dir
 from trainperf.spec import RunConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers_llm import hf_causal_loss, hf_gpt_oss, hf_llama  # noqa: E402 (a sibling module: the Hugging Face LLMs)
+from peers_llm import hf_causal_loss, hf_deepseek, hf_gpt_oss, hf_llama  # noqa: E402 (a sibling module: the Hugging Face LLMs)
 
 KEYS = (
     "resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b", "gpt_oss_20b",
-    "llama2_70b_lora",
+    "deepseekv3_671b", "llama2_70b_lora",
 )  # fmt: skip
 # Timed steps per repetition when --steps is not given: each workload's pair takes 30-70 s at 3 repeats here.
 DEFAULT_STEPS = {
     "resnet": 30, "ssd": 10, "maskrcnn": 10, "unet3d": 12, "rnnt": 20, "bert": 15, "dlrm": 200, "minigo": 16,
-    "llama31_8b": 10, "gpt_oss_20b": 10, "llama2_70b_lora": 20,
+    "llama31_8b": 10, "gpt_oss_20b": 10, "deepseekv3_671b": 10, "llama2_70b_lora": 20,
 }  # fmt: skip
 CACHED_BATCHES = 8  # batches drawn once and cycled by both sides
 
@@ -338,22 +350,28 @@ def bert_pair() -> Pair:
     return Pair("tokens/s", batch, ours, peer, "transformers BertForPreTraining, plain loop", close=w.close)
 
 
-# --- llama31_8b, gpt_oss_20b: Hugging Face transformers (the models in peers_llm.py) --------------------------
+# --- llama31_8b, gpt_oss_20b, deepseekv3_671b: Hugging Face transformers (the models in peers_llm.py) ----------
 def causal_lm_pair(key: str, peer_model: Callable[[Any], nn.Module], name: str) -> Pair:
     """trainperf's mini step of a decoder benchmark against a transformers model of its configuration (built by
-    ``peer_model`` from the workload's decoder arguments) in a plain loop with the same optimizer, schedule and clip."""
+    ``peer_model`` from the workload's decoder arguments) in a plain loop with the same optimizer, schedule and clip.
+    trainperf's model is placed as a run places it (``parallelize``: where the mini starts from a checkpoint, it is
+    loaded there); both sides' parameter counts are printed and kept in the pair's note."""
     w = workload(key)
     next_batch = cached(w)
     tokens = lambda b: b[:, 1:].numel()  # noqa: E731 (the positions scored)
     seed_everything(0)
-    stepper = stepper_for(w, w.build_model())
+    ours_model = w.parallelize(w.build_model())
+    stepper = stepper_for(w, ours_model)
     ours = stepping(lambda b: stepper.step([b]), next_batch, tokens)
     seed_everything(0)
     model = peer_model(w.args)
     opt, sched = w.build_optimizer(model)
     peer = stepping(plain_step(model, opt, sched, hf_causal_loss, w.recipe.clip_grad_norm), next_batch, tokens)
+    counts = [sum(p.numel() for p in m.parameters()) for m in (ours_model, model)]
+    note = f"parameters: trainperf {counts[0]:,}, peer {counts[1]:,}"
+    print(f"  {key}: {note}", file=sys.stderr)
     batch = f"{w.local_batch_size} x {w.seq_len} tokens"
-    return Pair("tokens/s", batch, ours, peer, name, close=w.close)
+    return Pair("tokens/s", batch, ours, peer, name, note=note, close=w.close)
 
 
 def llama_pair() -> Pair:
@@ -363,6 +381,11 @@ def llama_pair() -> Pair:
 def gpt_oss_pair() -> Pair:
     name = "transformers GptOssForCausalLM (eager attention), plain loop"
     return causal_lm_pair("gpt_oss_20b", hf_gpt_oss, name)
+
+
+def deepseek_pair() -> Pair:
+    name = "transformers DeepseekV3ForCausalLM (sdpa, grouped experts), plain loop"
+    return causal_lm_pair("deepseekv3_671b", hf_deepseek, name)
 
 
 # --- llama2_70b_lora: transformers + peft, as the reference fine-tunes ----------------------------------------
@@ -591,6 +614,7 @@ BUILDERS: dict[str, Callable[[], Pair]] = {
     "minigo": minigo_pair,
     "llama31_8b": llama_pair,
     "gpt_oss_20b": gpt_oss_pair,
+    "deepseekv3_671b": deepseek_pair,
     "llama2_70b_lora": lora_pair,
 }
 

@@ -2,11 +2,12 @@
 
     python benchmarks/report_energy.py <org folder> --published-energy benchmarks/data/published_energy_v4.0.csv
 
-For each (system, benchmark) of the package: the report's runs, the olympic mean of their energies over the runs the
-time score keeps (`trainperf.submission.power.olympic_joules`, as `review` and the summarizer take it), times the
-folder's scaling.json factor where it has one (the published figure is scaled), and whether it equals the published
-energy to 1e-9. The org folder is a published results repository's `<org>/` (e.g. `git archive` of
-training_results_v4.0's `smc-ac-power`, under a folder named `training_results_v4.0` so that the round is known).
+For each (system, benchmark) of the package: the report's runs and its energy score of the benchmark
+(`trainperf.report.energy.energy_score`: the olympic mean of their energies over the runs the time score keeps, as
+`review` and the summarizer take it), times the folder's scaling.json factor where it has one (the published figure
+is scaled, the report's is not), and whether it equals the published energy to 1e-9. The org folder is a published
+results repository's `<org>/` (e.g. `git archive` of training_results_v4.0's `smc-ac-power`, under a folder named
+`training_results_v4.0` so that the round is known).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 
 from trainperf.report.collect import collect
-from trainperf.submission import power
+from trainperf.report.energy import energy_score
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = [(r.minutes if r.success else math.inf, r.energy_joules) for r in bench.runs]
             scaling = bench.runs[0].path.parent / "scaling.json"
             factor = float(json.loads(scaling.read_text())["scaling_factor"]) if scaling.is_file() else 1.0
-            mean = power.olympic_joules(runs, bench.runs_dropped)
+            mean, how = energy_score(bench)
             ours = None if mean is None else mean * factor
             theirs = published.get((system.name, bench.benchmark))
             equal = ours is not None and theirs is not None and abs(ours - theirs) <= 1e-9 * theirs
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runs": len(runs),
                     "with_energy": sum(j is not None for _, j in runs),
                     "report_joules": ours,
+                    "report_note": how,
                     "published_joules": theirs,
                     "equal": equal,
                 }

@@ -96,3 +96,90 @@ def test_the_gpt_oss_peer_has_the_mini_decoders_sizes_and_trains_the_same_object
         logits = hf(input_ids=batch[:, :-1]).logits
         expected = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
         assert peers.hf_causal_loss(hf, batch) == pytest.approx(float(expected), rel=1e-5)
+
+
+def _as_transformers(ours: dict[str, torch.Tensor], args) -> dict[str, torch.Tensor]:
+    """trainperf's decoder tensors under the names and layout of transformers' DeepseekV3ForCausalLM: the checkpoint's
+    (deepseekv3_671b's ``to_reference``, DeepSeek-V3's Hugging Face layout), each layer's experts stacked as
+    transformers 5 keeps them (gate and up rows concatenated)."""
+    from trainperf.workloads.deepseekv3_671b.checkpoint import to_reference
+
+    named = to_reference(ours, args)
+    out = {n: t for n, t in named.items() if ".mlp.experts." not in n}
+    for i in range(args.dense_layers, args.n_layers):
+        p, e = f"model.layers.{i}.mlp.experts.", range(args.moe.n_experts)
+        out[p + "gate_up_proj"] = torch.stack(
+            [torch.cat([named[f"{p}{j}.{w}_proj.weight"] for w in ("gate", "up")]) for j in e]
+        )
+        out[p + "down_proj"] = torch.stack([named[f"{p}{j}.down_proj.weight"] for j in e])
+    return out
+
+
+def test_the_deepseek_peer_has_the_mini_decoders_sizes_and_computes_the_same_function(peers):
+    """transformers' DeepseekV3ForCausalLM built from the mini flavour: the same sizes and parameter count as
+    trainperf's decoder; given trainperf's weights (a group scored by its 2 best experts, transformers' fixed rule, so
+    that both routers choose alike; the experts' biases set), the same logits; its own loss the next-token
+    cross-entropy of its logits."""
+    import dataclasses
+
+    from trainperf.workloads.common.llm.model import Decoder
+    from trainperf.workloads.deepseekv3_671b.model import FLAVOURS
+
+    args = FLAVOURS["mini"]
+    torch.manual_seed(0)
+    hf = peers.hf_deepseek(args)
+    c = hf.config
+    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.q_lora_rank, c.kv_lora_rank) == (
+        192, 4, 6, 96, 64,
+    )  # fmt: skip
+    assert (c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.first_k_dense_replace, c.intermediate_size) == (
+        32, 16, 32, 1, 512,
+    )  # fmt: skip
+    assert (c.n_routed_experts, c.num_experts_per_tok, c.moe_intermediate_size, c.n_shared_experts) == (8, 2, 128, 1)
+    assert (c.n_group, c.topk_group, c.routed_scaling_factor, c.norm_topk_prob, c.vocab_size) == (4, 2, 2.5, True, 4096)
+    assert c.rope_parameters["rope_theta"] == 10_000.0 and c.rms_norm_eps == 1e-6 and not c.tie_word_embeddings
+    ours = sum(p.numel() for p in Decoder(args).parameters())
+    assert sum(p.numel() for p in hf.parameters()) == ours == 4_356_928  # the README's count
+
+    moe = dataclasses.replace(args.moe, top_k=4)  # 4 of 8 experts, 2 of 4 groups: a group scored by its best 2
+    same_rule = dataclasses.replace(args, moe=moe, n_layers=2)
+    torch.manual_seed(1)
+    decoder = Decoder(same_rule).eval()
+    decoder.layers[1].feed_forward.router.expert_bias.copy_(torch.randn(8) * 0.1)
+    hf = peers.hf_deepseek(same_rule).eval()
+    hf.load_state_dict(_as_transformers(decoder.state_dict(), same_rule))  # strict: every tensor, none left over
+    batch = torch.randint(0, 4096, (2, 33))
+    with torch.no_grad():
+        logits = hf(input_ids=batch[:, :-1]).logits
+        torch.testing.assert_close(logits, decoder(batch[:, :-1]), rtol=1e-4, atol=1e-4)
+        expected = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+        assert peers.hf_causal_loss(hf, batch) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_a_decoder_transformers_deepseek_cannot_express_is_refused(peers):
+    from trainperf.workloads.deepseekv3_671b.model import FLAVOURS as DEEPSEEK
+    from trainperf.workloads.gpt_oss_20b.model import FLAVOURS as GPT_OSS
+
+    deepseek_config = sys.modules["peers_llm"].deepseek_config
+    with pytest.raises(ValueError, match="no multi-head latent attention .*softmax scores .*no shared expert"):
+        deepseek_config(GPT_OSS["mini"])
+    with pytest.raises(ValueError, match="1 multi-token prediction layer"):
+        deepseek_config(DEEPSEEK["671B"])
+
+
+def test_the_deepseek_row(peers, data_dir, tmp_path, capsys):
+    """deepseekv3_671b's row: trainperf's mini step (its starting checkpoint loaded) beside transformers' DeepSeek-V3
+    of the same parameter count, in tokens/s."""
+    out = tmp_path / "peers.json"
+    assert peers.main(["deepseekv3_671b", "--steps", "2", "--repeats", "1", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())["workloads"]["deepseekv3_671b"]
+    assert r["unit"] == "tokens/s" and r["batch"] == "32 x 128 tokens" and "DeepseekV3ForCausalLM" in r["peer_name"]
+    assert r["note"] == "parameters: trainperf 4,356,928, peer 4,356,928"
+    assert r["trainperf"]["median"] > 0 and r["peer"]["median"] > 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("deepseekv3_671b ")]
+    assert row.split()[1:5] == [
+        "tokens/s",
+        f"{r['trainperf']['median']:.1f}",
+        f"{r['peer']['median']:.1f}",
+        f"{r['ratio']:.2f}",
+    ]

@@ -21,6 +21,7 @@ import pytest
 
 import trainperf
 from trainperf import registry
+from trainperf.history.energy import DEFAULT_ENERGY_CSV
 from trainperf.history.query import DEFAULT_CSV
 from trainperf.rules.compliance import TARGET_PROBLEM
 from trainperf.rules.mini_rules import shipped_rule_path
@@ -50,7 +51,7 @@ def _files_beside_the_code() -> set[str]:
 
 def _files_the_code_opens() -> set[str]:
     """The data files trainperf's modules open through paths beside their own code, named by the code itself."""
-    paths = [DEFAULT_CSV, SHIPPED_VOCAB]
+    paths = [DEFAULT_CSV, DEFAULT_ENERGY_CSV, SHIPPED_VOCAB]
     for key in registry.BENCHMARKS:
         if key in registry.available():
             paths.append(PACKAGE / "workloads" / key / "README.md")  # the measurements behind its targets

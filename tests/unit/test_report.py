@@ -186,7 +186,46 @@ def test_energy_from_the_run_log_is_reported(tmp_path):
     assert [r.energy_joules for r in s.benchmarks[0].runs] == [3600.0] * 5
     energy = section(render_html([s], price_per_hour=None), "energy")
     assert "3.60 kJ (1.00 Wh)" in energy
-    assert "3.60 kJ (1.00 Wh) mean of 5/5 runs" in render_markdown([s])
+    assert "3.60 kJ (1.00 Wh) olympic mean of the 3 runs the time score keeps" in render_markdown([s])
+
+
+def test_energy_to_train_is_scored_as_mlcommons_scores_it_not_a_plain_mean(tmp_path):
+    """The summarizer's energy score: the olympic mean over the runs the time score keeps, dropped by their minutes
+    (mlperf_logging's _index_olympic_average), a failed run's energy never counted; not the plain mean of the
+    successful runs, nor an olympic mean dropped by energy."""
+    write_system(tmp_path, "box")
+    folder = tmp_path / "results/box/resnet"
+    # (minutes, joules): the fastest run has a middling energy, the slowest successful one not the most
+    runs = [(1.0, 2400.0), (1.1, 1800.0), (1.2, 9000.0), (1.3, 3600.0)]
+    for i, (minutes, joules) in enumerate(runs):
+        write_run(folder / f"result_{i}.txt", system="box", seed=i, minutes=minutes, energy=joules)
+    write_run(folder / "result_4.txt", system="box", seed=4, minutes=1.4, energy=99000.0, status="aborted")
+    (s,) = collect([tmp_path])  # the time score drops the run of 1.0 minutes and the aborted one
+    assert s.benchmarks[0].score.minutes == pytest.approx((1.1 + 1.2 + 1.3) / 3)
+    energy = section(render_html([s], price_per_hour=None), "energy")
+    assert "4.80 kJ (1.33 Wh)" in energy  # (1800 + 9000 + 3600) / 3
+    assert "4.20 kJ" not in energy  # the plain mean of the four successful runs
+    assert "4.80 kJ (1.33 Wh) olympic mean of the 3 runs the time score keeps" in render_markdown([s])
+
+    # the aborted run replaced by a fast one: by minutes 0.9 (900 J) and 1.3 (3600 J) are dropped, where by energy
+    # 900 J and 9000 J would be (2.60 kJ), and the plain mean is 3.54 kJ
+    write_run(folder / "result_4.txt", system="box", seed=4, minutes=0.9, energy=900.0)
+    (s,) = collect([tmp_path])
+    md = render_markdown([s])
+    assert "4.40 kJ (1.22 Wh) olympic mean of the 3 runs the time score keeps" in md  # (2400 + 1800 + 9000) / 3
+    assert "2.60 kJ" not in md and "3.54 kJ" not in md
+
+
+def test_energy_to_train_needs_the_energy_of_every_run_the_time_score_keeps(tmp_path):
+    write_system(tmp_path, "box")
+    for i in range(5):  # the middle run by minutes has no energy reading; the fastest and slowest do
+        energy = None if i == 2 else 3600.0
+        write_run(tmp_path / "results/box/resnet" / f"result_{i}.txt", system="box", seed=i, minutes=1 + i / 10,
+                  energy=energy)  # fmt: skip
+    (s,) = collect([tmp_path])
+    md = render_markdown([s])
+    assert "measured for 2 of the 3 runs the time score keeps" in md
+    assert "kJ" not in md.splitlines()[2]
 
 
 def test_same_system_in_two_folders_gets_two_labels(tmp_path):

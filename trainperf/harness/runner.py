@@ -50,7 +50,7 @@ from trainperf.spec import GENERATIONS, BenchmarkSpec, Recipe, RunConfig
 
 DRY_RUN_STEPS = 3  # a dry run checks the whole path at full size, not convergence
 EVAL_DETAILS = "trainperf_eval_details"  # the fields of an evaluation beside the metric, one event per evaluation
-SMOKE_STEPS = 2  # a smoke run: real steps on the fixture (the second on weights the first moved), then one full evaluation
+SMOKE_STEPS = 2  # a smoke run: real steps on the fixture (the second on moved weights), then one full evaluation
 SMOKE_GENERATIONS = 2  # a smoke run in the generations unit: two real generations, then one evaluation
 # The abort reason of a run stopped by the spec's wall-clock guard (``max_minutes``): far above any calibrated run,
 # it stops a runaway run (a hung loader, a machine many times slower); it is not the budget, which is progress.

@@ -13,9 +13,17 @@ from trainperf.errors import UsageError
 from trainperf.fileio import atomic_write_bytes
 from trainperf.history import query
 from trainperf.history.charts import fastest_bar_chart, speedup_chart
+from trainperf.history.energy import kwh
 from trainperf.report.collect import collect
 
 _SOURCE = "rescored from mlcommons/training_results_v0.6 … v5.1 (olympic mean × scaling.json)"
+_ENERGY_SOURCE = "energy: the published energy score, where one was published (trainperf/history/data/README.md)"
+_ENERGY = ("energy (kWh)", "right")
+
+
+def _has_energy(rows: Any) -> bool:
+    """Whether a table shows the energy column: only where one of its rows has a published energy."""
+    return any(r.energy_joules is not None for r in rows)
 
 
 def _cell(value: Any, fmt: str = "{}") -> Any:
@@ -132,12 +140,16 @@ def cmd_fastest(args: argparse.Namespace) -> int:
         print(f"no {args.division} result with a score{where} matches")
     else:
         one_round = args.round is not None
+        energy = _has_energy(rows)
         columns = [("benchmark", "left"), ("minutes", "right"), ("org", "left"), ("system", "left")]
         columns += [("accelerator", "left"), ("nodes", "right"), ("acc", "right"), ("log date", "left")]
-        table = _table(title, columns if one_round else [("round", "left"), *columns], caption=_SOURCE)
+        columns += [_ENERGY] if energy else []
+        caption = f"{_SOURCE}; {_ENERGY_SOURCE}" if energy else _SOURCE
+        table = _table(title, columns if one_round else [("round", "left"), *columns], caption=caption)
         for r in rows:
             cells = [_cell(r.benchmark), _cell(r.score_min, "{:.3f}")]
             cells += map(_cell, (r.org, r.system, r.accelerator, r.nodes, r.n_acc, r.log_date))
+            cells += [_cell(kwh(r.energy_joules))] if energy else []
             table.add_row(*cells if one_round else [_cell(r.round), *cells])
         _print(table)
     if args.chart is not None:
@@ -157,11 +169,13 @@ def cmd_speedup(args: argparse.Namespace) -> int:
         change = query.redefined().get(rows[0].benchmark)
         restarted = change is not None and len({r.baseline_round for r in rows}) > 1
         note = f"; the baseline restarts in {change[0]}: {change[1]}" if restarted else ""
+        energy = _has_energy(rows)
         table = _table(
             title,
             [("round", "left"), ("minutes", "right"), ("speed-up", "right"), ("vs", "left"), ("system", "left")]
-            + [("accelerator", "left"), ("acc", "right")],
-            caption=f"speed-up = baseline minutes / minutes{note}",
+            + [("accelerator", "left"), ("acc", "right")]
+            + ([_ENERGY] if energy else []),
+            caption=f"speed-up = baseline minutes / minutes{note}" + (f"; {_ENERGY_SOURCE}" if energy else ""),
         )
         for r in rows:
             table.add_row(
@@ -169,6 +183,7 @@ def cmd_speedup(args: argparse.Namespace) -> int:
                 _cell(r.score_min, "{:.3f}"),
                 _cell(r.speedup, "{:.2f}×"),
                 *map(_cell, (r.baseline_round, r.system, r.accelerator, r.n_acc)),
+                *([_cell(kwh(r.energy_joules))] if energy else []),
             )
         _print(table)
     if args.chart is not None:
@@ -183,12 +198,14 @@ def cmd_per_accelerator(args: argparse.Namespace) -> int:
         _print_json([dataclasses.asdict(r) for r in rows])
         return 0
     rnd = args.round or query.latest_round(results, args.benchmark, division=args.division)
+    energy = _has_energy(rows)
     table = _table(
         f"{args.benchmark} {rnd} ({args.division}): fastest result per accelerator",
         [("accelerator", "left"), ("minutes", "right"), ("acc", "right"), ("acc-minutes", "right")]
-        + [("least acc-min", "right"), ("results", "right"), ("org", "left"), ("system", "left")],
+        + [("least acc-min", "right"), ("results", "right"), ("org", "left"), ("system", "left")]
+        + ([_ENERGY] if energy else []),
         caption="acc-minutes = minutes × accelerators of the fastest result; "
-        "per-accelerator normalization is not an official MLPerf metric",
+        "per-accelerator normalization is not an official MLPerf metric" + (f"; {_ENERGY_SOURCE}" if energy else ""),
     )
     for a in rows:
         table.add_row(
@@ -198,6 +215,35 @@ def cmd_per_accelerator(args: argparse.Namespace) -> int:
             _cell(a.acc_minutes, "{:.1f}"),
             _cell(a.min_acc_minutes, "{:.1f}"),
             *map(_cell, (a.n_results, a.org, a.system)),
+            *([_cell(kwh(a.energy_joules))] if energy else []),
+        )
+    _print(table)
+    return 0
+
+
+def cmd_energy(args: argparse.Namespace) -> int:
+    results = _load(args)
+    rows = query.with_energy(results, division=args.division, benchmark=args.benchmark, round=args.round)
+    if args.json:
+        _print_json([dataclasses.asdict(r) for r in rows])
+        return 0
+    if not rows:
+        print(f"no {args.division} result with a score and a published energy matches")
+        return 0
+    table = _table(
+        f"Published {args.division} results with their energy to train",
+        [("round", "left"), ("benchmark", "left"), ("minutes", "right"), _ENERGY, ("org", "left")]
+        + [("system", "left"), ("acc", "right"), ("source", "left")],
+        caption=f"{_SOURCE}; energy: the published energy score, olympic mean over the runs the time score keeps "
+        "× scaling.json; sources in trainperf/history/data/README.md",
+    )
+    for r in rows:
+        table.add_row(
+            _cell(r.round),
+            _cell(r.benchmark),
+            _cell(r.score_min, "{:.3f}"),
+            _cell(kwh(r.energy_joules)),
+            *map(_cell, (r.org, r.system, r.n_acc, r.energy_source)),
         )
     _print(table)
     return 0
@@ -226,26 +272,26 @@ def cmd_place(args: argparse.Namespace) -> int:
     )
     slower = round(p.faster_than * p.count)
     ties = p.count - (p.rank - 1) - slower
+    energy = _has_energy(p.faster + p.slower)
     table = _table(
         f"{p.benchmark} {p.round}: the neighbours of {p.minutes:g} min",
         [("rank", "right"), ("minutes", "right"), ("org", "left"), ("system", "left")]
-        + [("accelerator", "left"), ("acc", "right")],
+        + [("accelerator", "left"), ("acc", "right")]
+        + ([_ENERGY] if energy else []),
         caption=f"{ties} published result(s) tie with yours and share rank {p.rank}" if ties else None,
     )
+
+    def neighbour(rank: int, r: query.Result) -> None:
+        cells = [_cell(rank), _cell(r.score_min, "{:.3f}"), *map(_cell, (r.org, r.system, r.accelerator, r.n_acc))]
+        table.add_row(*cells, *([_cell(kwh(r.energy_joules))] if energy else []))
+
     first = p.rank - len(p.faster)
     for i, r in enumerate(p.faster):
-        table.add_row(
-            _cell(first + i), _cell(r.score_min, "{:.3f}"), *map(_cell, (r.org, r.system, r.accelerator, r.n_acc))
-        )
-    table.add_row(
-        _cell(p.rank), _cell(p.minutes, "{:.3f}"), _cell("you"), _cell(""), _cell(""), _cell(p.n_acc), style="bold"
-    )
+        neighbour(first + i, r)
+    you = [_cell(p.rank), _cell(p.minutes, "{:.3f}"), _cell("you"), _cell(""), _cell(""), _cell(p.n_acc)]
+    table.add_row(*you, *([_cell("")] if energy else []), style="bold")
     for i, r in enumerate(p.slower):
-        table.add_row(
-            _cell(p.rank + ties + 1 + i),
-            _cell(r.score_min, "{:.3f}"),
-            *map(_cell, (r.org, r.system, r.accelerator, r.n_acc)),
-        )
+        neighbour(p.rank + ties + 1 + i, r)
     _print(table)
     return 0
 
@@ -257,7 +303,8 @@ def add_parser(subparsers: Any) -> None:
         help="compare with the published MLPerf Training results (v0.6 to v5.1)",
         description="Query the published MLPerf Training results, rescored from the official MLCommons "
         "repositories: the fastest result per benchmark, an org's speed-up over the rounds, accelerators "
-        "compared per accelerator, and where your own reference-scale result would rank.",
+        "compared per accelerator, where your own reference-scale result would rank, and the energy to train "
+        "where one was published.",
     )
     sub = h.add_subparsers(dest="history_command", required=True, metavar="QUERY")
     common, chart, single = _shared_options()
@@ -265,6 +312,7 @@ def add_parser(subparsers: Any) -> None:
     _add_speedup(sub, [common, chart, single])
     _add_per_accelerator(sub, [common])
     _add_place(sub, [common])
+    _add_energy(sub, [common])
 
 
 def _shared_options() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -356,3 +404,17 @@ def _add_place(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--scale", choices=("reference", "mini"), default="reference", help="the scale of your result")
     p.add_argument("--round", default=None, help="round, e.g. v2.0 (default: the benchmark's latest)")
     p.set_defaults(func=cmd_place)
+
+
+def _add_energy(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    e = sub.add_parser(
+        "energy",
+        parents=parents,
+        help="the results with a published energy to train",
+        description="Every published result whose energy to train was published (MLPerf power measurement), "
+        "with its minutes, its energy in kWh and where the energy was published. Other queries show the energy "
+        "beside a result that has one.",
+    )
+    e.add_argument("--round", default=None, help="one round, e.g. v4.0 (default: all)")
+    e.add_argument("--benchmark", default=None, help="one benchmark key (default: all)")
+    e.set_defaults(func=cmd_energy)

@@ -82,6 +82,8 @@ class Result:
     scaling: float | None
     score_min: float | None
     log_date: str | None
+    energy_joules: float | None = None  # the published energy score (joules), None where none was published
+    energy_source: str | None = None  # where that energy was published (``data/README.md``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +99,7 @@ class SpeedupRow:
     system: str
     accelerator: str | None
     n_acc: int | None
+    energy_joules: float | None = None  # the published energy of that best result, if any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +114,7 @@ class AcceleratorRow:
     n_results: int
     org: str
     system: str
+    energy_joules: float | None = None  # the published energy of that fastest result, if any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +168,7 @@ _PARSERS |= {c: _float for c in ("raw_score_min", "scaling", "score_min")}
 
 def _row_to_result(row: dict, where: str) -> Result:
     cells = {col: _PARSERS.get(col, _text)(row.get(col)) for col in COLUMNS}
+    cells["energy_joules"] = _float(row.get("energy_joules"))  # an optional column of a table of one's own
     for col in _REQUIRED:
         if cells[col] is None:
             raise DataError(f"{where}: the {col!r} cell is empty; every row needs round, org, system and benchmark")
@@ -180,8 +185,18 @@ def _row_to_result(row: dict, where: str) -> Result:
 
 
 def load_results(path: Path | None = None) -> list[Result]:
-    """Read the published results table (default: the copy shipped with trainperf)."""
-    path = Path(path) if path is not None else DEFAULT_CSV
+    """Read the published results table (default: the copy shipped with trainperf, with the published energy of
+    ``data/mlperf_training_energy.csv``; a table of one's own carries its energy in an optional ``energy_joules``
+    column)."""
+    if path is None:
+        from trainperf.history.energy import DEFAULT_ENERGY_CSV, load_energy, with_energy
+
+        energy = load_energy(DEFAULT_ENERGY_CSV, lambda b: benchmark_aliases().get(b, b))
+        return with_energy(_read_results(DEFAULT_CSV), energy, DEFAULT_ENERGY_CSV)
+    return _read_results(Path(path))
+
+
+def _read_results(path: Path) -> list[Result]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
@@ -285,6 +300,20 @@ def fastest(
     return [_best(groups[k]) for k in sorted(groups, key=lambda k: (round_key(k[0]), k[1]))]
 
 
+def with_energy(
+    results: Sequence[Result], *, division: str = "closed", benchmark: str | None = None, round: str | None = None
+) -> list[Result]:
+    """Every scored result with a published energy to train, by round, benchmark and minutes."""
+    bench = _check_benchmark(results, benchmark) if benchmark is not None else None
+    rnd = _check_round(results, round) if round is not None else None
+    rows = [
+        r
+        for r in _scored(results, division)
+        if r.energy_joules is not None and (bench is None or r.benchmark == bench) and (rnd is None or r.round == rnd)
+    ]
+    return sorted(rows, key=lambda r: (round_key(r.round), r.benchmark, r.score_min, r.org.lower(), r.system))
+
+
 def era_start(benchmark: str, round: str) -> str | None:
     """The round where `benchmark` took the task it has in `round` (None: unchanged since it began)."""
     change = redefined().get(benchmark)
@@ -335,6 +364,7 @@ def speedup(
                 system=best.system,
                 accelerator=best.accelerator,
                 n_acc=best.n_acc,
+                energy_joules=best.energy_joules,
             )
         )
     return out
@@ -376,6 +406,7 @@ def per_accelerator(
                 n_results=len(rs),
                 org=best.org,
                 system=best.system,
+                energy_joules=best.energy_joules,
             )
         )
     return sorted(rows, key=lambda a: (a.acc_minutes, a.score_min, a.accelerator))

@@ -67,3 +67,39 @@ def by_round_formula(runs: list[Any], ruleset: str) -> list[Any]:
             r = dataclasses.replace(r, energy_joules=joules, energy_note=note)
         redone.append(r)
     return redone
+
+
+def energy_score(bench: Any) -> tuple[float | None, str]:
+    """A benchmark's energy to train (a report's BenchmarkResults) as MLCommons scores it, and how it was found.
+
+    The MLCommons figure is an olympic mean over the same runs as the time score, ordered and dropped by their
+    minutes, not by their energy. Followed: mlperf_logging 4.1.68, ``result_summarizer/result_summarizer.py``,
+    ``_compute_strong_score_standalone``: a run that fails the checks gets no minutes and no energy (the
+    ``continue`` at line 378 comes before ``_compute_total_power`` at 381); line 421 orders the energies by the
+    runs' minutes, and ``_index_olympic_average`` (lines 204-224) keeps ``sorted_scores[max_dropped_scores :
+    len(scores) - (max_dropped_scores - dropped_scores)]``: the fastest dropped, and at the slow end the failed
+    runs fill the dropped slots first, so a failed run's energy never counts. That is
+    :func:`trainperf.submission.power.olympic_joules` with a failed run as infinitely slow, as ``review`` takes it.
+    With more runs than required the time score is that of a window of consecutive runs (:mod:`trainperf.scoring`):
+    the energy is that window's. The summarizer also multiplies by scaling.json's factor (line 427) as it does the
+    time score; the report shows neither scaled. With fewer runs than required (a preview) the energy is the mean
+    of the successful runs, as the preview's minutes are."""
+    score = bench.score
+    if not any(r.energy_joules is not None for r in bench.runs):
+        return None, "not measured"
+    if score.minutes is None:
+        return None, "no time score, so no energy score"
+    if score.window is None:  # a preview: the mean of the successful runs, as its minutes
+        ok = [r for r in bench.runs if r.success]
+        measured = [r.energy_joules for r in ok if r.energy_joules is not None]
+        if len(measured) < len(ok):
+            return None, f"measured for {len(measured)} of the {len(ok)} successful runs"
+        return sum(measured) / len(measured), f"preview: mean of the {len(ok)} successful runs"
+    window = [bench.runs[i] for i in score.window_runs]
+    runs = [(r.minutes if r.success else math.inf, r.energy_joules) for r in window]
+    joules = power.olympic_joules(runs, bench.runs_dropped)
+    kept = sorted(runs, key=lambda r: r[0])[bench.runs_dropped : len(runs) - bench.runs_dropped]
+    if joules is None:
+        measured = sum(j is not None for _, j in kept)
+        return None, f"measured for {measured} of the {len(kept)} runs the time score keeps"
+    return joules, f"olympic mean of the {len(kept)} runs the time score keeps"

@@ -19,6 +19,7 @@ from trainperf.fileio import Output, atomic_write_text, check_outputs
 from trainperf.registry import BENCHMARKS
 from trainperf.report.charts import Group, convergence_chart, spread_chart, strip_chart, time_to_train_chart
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect, result_roots
+from trainperf.report.energy import energy_score
 from trainperf.text import markdown_text
 
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -264,6 +265,22 @@ def _energy_section(pairs: Pairs) -> str:
             "<p>Energy to train: <strong>not measured</strong>. No run record carries an energy reading "
             "(trainperf measures it with RAPL and NVML where the machine allows).</p>"
         )
+    scored = [(s, b, *energy_score(b)) for s, b in pairs]
+    head = ["system", "benchmark", "score (min)", "energy to train", "how"]
+    body = _table(
+        head,
+        [
+            [_e(s.label), _e(f"{b.benchmark} ({b.scale})"), _min(b.score.minutes),
+             "–" if joules is None else _energy(joules), _e(how)]
+            for s, b, joules, how in scored
+        ],
+        (2, 3),
+    )  # fmt: skip
+    body += (
+        '<p class="note">A benchmark\'s energy to train is scored as MLCommons scores it: the mean energy of the '
+        "runs its time score keeps, the fastest and slowest dropped by their minutes (a failed run is one of the "
+        "slowest), not scaled by a scaling.json factor.</p>"
+    )
     rows = [
         [
             _e(s.label), _e(f"{b.benchmark} ({b.scale})"), _e(r.path.name), _e(r.counted_status), _min(r.minutes),
@@ -271,7 +288,7 @@ def _energy_section(pairs: Pairs) -> str:
         ]
         for s, b, r in runs
     ]  # fmt: skip
-    return _table(["system", "benchmark", "run", "status", "minutes", "energy to train", "how"], rows, (4, 5))
+    return body + _table(["system", "benchmark", "run", "status", "minutes", "energy to train", "how"], rows, (4, 5))
 
 
 def _systems_table(systems: list[SystemResults]) -> str:
@@ -326,13 +343,8 @@ def render_markdown(systems: list[SystemResults], price_per_hour: float | None =
     for _, _, items in _groups(systems):
         for _, s, b in items:
             m = b.score.minutes
-            measured = [r.energy_joules for r in b.runs if r.success and r.energy_joules is not None]
-            ok = [r for r in b.runs if r.success]
-            energy = (
-                f"{_energy(sum(measured) / len(measured))} mean of {len(measured)}/{len(ok)} runs"
-                if measured
-                else "not measured"
-            )
+            joules, how = energy_score(b)
+            energy = how if joules is None else f"{_energy(joules)} {how}"
             row = [
                 _md(s.label), _md(b.round or "–"), _md(b.benchmark), _md(b.scale),
                 f"{b.score.successes}/{b.score.runs}", f"{_min(m)} {b.score.label}", _min(b.score.spread),
