@@ -198,9 +198,15 @@ class LoraWorkload(Workload):
         assert self.valid is not None
         model.eval()
         shard = self.dist.shard(len(self.valid))
-        losses = np.array([float(self.loss(model, collate(self.valid, np.array([i])))) for i in shard])
+        losses = []
+        # FSDP: each forward gathers the parameters on every rank, so every rank runs as many (173 sequences do not
+        # divide over 8 ranks); a rank whose shard is shorter scores the first sequence again and drops the loss.
+        for k in range(self.dist.longest_shard(len(self.valid))):
+            loss = float(self.loss(model, collate(self.valid, np.array([shard.start + k if k < len(shard) else 0]))))
+            if k < len(shard):
+                losses.append(loss)
         model.train()
-        return losses
+        return np.array(losses)
 
     @torch.no_grad()
     def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
