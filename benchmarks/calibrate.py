@@ -93,12 +93,25 @@ def deepseek_baselines(data_dir: Path) -> str:
     )
 
 
+def lora_baselines(data_dir: Path) -> str:
+    from trainperf.workloads.llama2_70b_lora import base, mini
+
+    m = json.loads((base.base_dir(data_dir) / "manifest.json").read_text())
+    unigram = mini.read_manifest(data_dir)["unigram_summary_loss"]
+    return (
+        f"the base model's own evaluation loss (no fine-tuning, its manifest): {m['summary_eval_loss']:.4f}; a model "
+        f"knowing only the training summaries' token frequencies: {unigram:.4f} "
+        "(the 'untrained' figures below are the base model's: LoRA starts as the identity)"
+    )
+
+
 # Guessers that use no model, printed beside the untrained model: key -> a function that describes them.
 BASELINES = {
     "bert": bert_baselines,
     "rnnt": rnnt_guesser,
     "llama31_8b": llama_baselines,
     "deepseekv3_671b": deepseek_baselines,
+    "llama2_70b_lora": lora_baselines,
 }
 
 

@@ -9,6 +9,7 @@
     python benchmarks/metric_error.py llama31_8b
     python benchmarks/metric_error.py gpt_oss_20b
     python benchmarks/metric_error.py deepseekv3_671b
+    python benchmarks/metric_error.py llama2_70b_lora
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
@@ -65,6 +66,7 @@ PER_IMAGE = {
     "llama31_8b": "sequence_losses",
     "gpt_oss_20b": "sequence_losses",  # llama31_8b's evaluation, on the mixture-of-experts decoder
     "deepseekv3_671b": "sequence_losses",  # the same, on its decoder continued from the starting checkpoint
+    "llama2_70b_lora": "summary_losses",  # each validation page's loss on its summary
 }
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
@@ -127,6 +129,12 @@ def log_perplexity_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int,
     tokens."""
     losses, tokens = (np.asarray(o, dtype=np.float64) for o in outcomes)
     return len(tokens), lambda draw: {"log_perplexity": float(losses[draw].sum() / tokens[draw].sum())}
+
+
+def mean_loss_metric(losses: np.ndarray) -> tuple[int, Metric]:
+    """llama2_70b_lora: validation sequences are resampled; the evaluation loss is the mean of their losses."""
+    each = np.asarray(losses, dtype=np.float64)
+    return len(each), lambda draw: {"eval_loss": float(each[draw].mean())}
 
 
 def wer_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
@@ -245,6 +253,8 @@ def main() -> int:
         n, metric = mlm_metric(outcomes)
     elif PER_IMAGE[a.benchmark] == "sequence_losses":
         n, metric = log_perplexity_metric(outcomes)
+    elif a.benchmark == "llama2_70b_lora":
+        n, metric = mean_loss_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

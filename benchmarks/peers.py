@@ -47,6 +47,10 @@ something. The peers:
   peer. transformers' DeepSeek-V3 trains neither balancing mechanism (its expert bias stays 0; no auxiliary loss)
   and scores a router group by its 2 best experts where the mini's is scored by its best 1:
   ``benchmarks/peers_llm.py`` says each difference and why it stays.
+- llama2_70b_lora: Hugging Face transformers' ``LlamaForCausalLM`` of the mini decoder's configuration wrapped by
+  ``peft.get_peft_model`` with the recipe's LoRA (rank, alpha, dropout) on its q, k, v and output projections, trained
+  on the same batches with the same AdamW over the adapters, schedule and clip, its own loss from the same -100
+  labels; samples/s.
 - minigo: self-play as a straightforward implementation plays it: one game at a time in one process, each
   network call evaluating the one position the search asks for (trainperf's own search and Go rules, so
   only the batching and the worker processes differ); trainperf's side is a run's self-play (the workload's
@@ -95,12 +99,14 @@ from trainperf.spec import RunConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers_llm import hf_causal_loss, hf_deepseek, hf_gpt_oss, hf_llama  # noqa: E402 (a sibling module: the Hugging Face LLMs)
 
-KEYS = ("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b", "gpt_oss_20b",
-        "deepseekv3_671b")  # fmt: skip
+KEYS = (
+    "resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b", "gpt_oss_20b",
+    "deepseekv3_671b", "llama2_70b_lora",
+)  # fmt: skip
 # Timed steps per repetition when --steps is not given: each workload's pair takes 30-70 s at 3 repeats here.
 DEFAULT_STEPS = {
     "resnet": 30, "ssd": 10, "maskrcnn": 10, "unet3d": 12, "rnnt": 20, "bert": 15, "dlrm": 200, "minigo": 16,
-    "llama31_8b": 10, "gpt_oss_20b": 10, "deepseekv3_671b": 10,
+    "llama31_8b": 10, "gpt_oss_20b": 10, "deepseekv3_671b": 10, "llama2_70b_lora": 20,
 }  # fmt: skip
 CACHED_BATCHES = 8  # batches drawn once and cycled by both sides
 
@@ -382,6 +388,39 @@ def deepseek_pair() -> Pair:
     return causal_lm_pair("deepseekv3_671b", hf_deepseek, name)
 
 
+# --- llama2_70b_lora: transformers + peft, as the reference fine-tunes ----------------------------------------
+def lora_pair() -> Pair:
+    """trainperf's mini LoRA step (its decoder with peft's adapters on the fused qkv and output projections, the base
+    read from the mini's checkpoint) against transformers' LlamaForCausalLM of the same sizes wrapped by
+    ``peft.get_peft_model`` with the recipe's LoraConfig on its q, k, v and output projections (transformers' Llama
+    has no fused qkv), trained in a plain loop on the same batches with the same AdamW, schedule and clip, the loss
+    the model's own from the same -100 labels. Samples/s, as the issue counts them."""
+    import peft
+
+    w = workload("llama2_70b_lora")
+    next_batch = cached(w)
+    samples = lambda b: float(b[0].shape[0])  # noqa: E731
+    seed_everything(0)
+    stepper = stepper_for(w, w.parallelize(w.build_model()))
+    ours = stepping(lambda b: stepper.step([b]), next_batch, samples)
+    seed_everything(0)
+    r = w.recipe
+    config = peft.LoraConfig(
+        r=r.lora_rank, lora_alpha=r.lora_alpha, lora_dropout=r.lora_dropout, bias="none",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+    )  # fmt: skip
+    model = peft.get_peft_model(hf_llama(w.args), config)
+    model.train()
+    opt, sched = w.build_optimizer(model)  # AdamW over what requires a gradient: the adapters
+
+    def loss(m, b):
+        return m(input_ids=b[0], labels=b[1], use_cache=False).loss
+
+    peer = stepping(plain_step(model, opt, sched, loss, r.clip_grad_norm), next_batch, samples)
+    batch = f"{w.local_batch_size} sequences of at most {w.seq_len} tokens"
+    return Pair("samples/s", batch, ours, peer, "transformers LlamaForCausalLM + peft LoRA, plain loop", close=w.close)
+
+
 # --- dlrm: the reference repository's layout ----------------------------------------------------------------
 class PlainDLRM(nn.Module):
     """The reference repository's DLRM layout: one EmbeddingBag per table, looked up table by table."""
@@ -576,6 +615,7 @@ BUILDERS: dict[str, Callable[[], Pair]] = {
     "llama31_8b": llama_pair,
     "gpt_oss_20b": gpt_oss_pair,
     "deepseekv3_671b": deepseek_pair,
+    "llama2_70b_lora": lora_pair,
 }
 
 

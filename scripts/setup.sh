@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # libjpeg-dev: the headers resnet's compiled window decoder (trainperf/workloads/resnet/_window.c) builds against
-DEB_PACKAGES="dataset-fashion-mnist gnugo dict-gcide wordnet-base python3-doc espeak-ng flite libjpeg-dev"
+DEB_PACKAGES="dataset-fashion-mnist gnugo dict-gcide wordnet-base python3-doc espeak-ng flite libjpeg-dev manpages manpages-dev"
 
 missing=""
 for p in $DEB_PACKAGES; do

@@ -52,6 +52,9 @@ def data_dir() -> Path:
     from trainperf.workloads.deepseekv3_671b import mini_start
 
     mini_start.prepare_start(root)  # deepseekv3_671b's starting checkpoint, trained on those files (about 2 minutes)
+    from trainperf.workloads.llama2_70b_lora import base as lora_base
+
+    lora_base.prepare_mini(root)  # the manual pages and llama2_70b_lora's base model (about 3 minutes)
     return root
 
 

@@ -69,6 +69,11 @@ class DistContext:
         stop = n * (self.rank + 1) // self.world_size
         return range(start, stop)
 
+    def longest_shard(self, n: int) -> int:
+        """The most items any rank's :meth:`shard` of ``n`` holds: where every forward of a sharded model gathers its
+        parameters (FSDP), every rank runs this many, a rank with fewer repeating one of its own and discarding it."""
+        return -(-n // self.world_size)
+
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """Every rank's tensor (lengths may differ along dim 0), concatenated in rank order, on every rank."""
         if not self.distributed:

@@ -122,3 +122,21 @@ def test_bad_files_are_refused_naming_file_and_field(tmp_path):
         reference.load(tmp_path / "d", validation=False)
     with pytest.raises(DataError, match="no flux1 reference data"):
         reference.find(tmp_path / "nowhere")
+
+
+def test_the_mini_is_not_implemented_and_says_where_the_benchmark_runs():
+    from trainperf import registry
+    from trainperf.errors import NotAvailableError
+
+    assert registry.benchmark("flux1").available_at("reference")
+    with pytest.raises(NotAvailableError, match="no 'mini' scale yet; it runs at --scale reference"):
+        registry.get_spec("flux1", "mini")
+    assert "flux1" not in registry.available("mini") and "flux1" in registry.available("reference")
+
+
+def test_a_log_claiming_a_mini_run_of_it_is_told_there_is_none():
+    from trainperf.errors import NotAvailableError
+    from trainperf.rules import compliance
+
+    with pytest.raises(NotAvailableError, match="no mini scale yet in trainperf: it is not a trainperf mini log"):
+        compliance._config_of(None, "mini", "flux1")

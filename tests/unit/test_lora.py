@@ -169,19 +169,25 @@ def test_the_evaluation_schedule_and_the_learning_rate_are_the_references():
     assert warm(0) == 0.0 and warm(103) == 1.0 and warm(51) == pytest.approx(51 / 103)
 
 
-def test_the_mini_is_not_implemented_and_says_where_the_benchmark_runs():
+def test_both_scales_are_implemented():
     from trainperf import registry
-    from trainperf.errors import NotAvailableError
 
     assert registry.benchmark("llama2_70b_lora").available_at("reference")
-    with pytest.raises(NotAvailableError, match="no 'mini' scale yet; it runs at --scale reference"):
-        registry.get_spec("llama2_70b_lora", "mini")
-    assert "llama2_70b_lora" not in registry.available("mini") and "llama2_70b_lora" in registry.available("reference")
+    assert "llama2_70b_lora" in registry.available("mini") and "llama2_70b_lora" in registry.available("reference")
 
 
-def test_a_log_claiming_a_mini_run_of_it_is_told_there_is_none():
-    from trainperf.errors import NotAvailableError
-    from trainperf.rules import compliance
+def test_the_scored_positions_logits_give_the_loss_of_every_positions_logits():
+    """The loss computes the output layer only where a label is scored; it is Hugging Face's loss over all positions."""
+    import torch.nn.functional as F
 
-    with pytest.raises(NotAvailableError, match="no mini scale yet in trainperf: it is not a trainperf mini log"):
-        compliance._config_of(None, "mini", "llama2_70b_lora")
+    from trainperf.workloads.llama2_70b_lora.loss import causal_lm_loss
+
+    torch.manual_seed(0)
+    model = Decoder(DEBUG)
+    model.reset_parameters()
+    ids = torch.randint(0, DEBUG.vocab_size, (3, 40))
+    labels = ids.clone()
+    labels[:, :25] = reference.IGNORE
+    labels[1, 30:] = reference.IGNORE  # right padding takes no loss
+    every = F.cross_entropy(model(ids[:, :-1]).flatten(0, 1), labels[:, 1:].flatten(), ignore_index=reference.IGNORE)
+    assert causal_lm_loss(model, ids, labels).item() == pytest.approx(every.item(), rel=1e-6)

@@ -4,8 +4,11 @@ reference: the pretrained Llama 2 70B (fused query/key/value projections) from t
 of rank 16 (alpha 32, dropout 0.1) on the attention's fused qkv and output projections, GovReport documents and
 their summaries tokenized into sequences of at most 8,192 tokens (the loss on the tokens the labels keep), AdamW at
 4e-4 with a cosine schedule and no warm-up, evaluation loss <= 0.925 on the 173 validation sequences, evaluated every
-384 sequences after the first FLOOR(0.125 * batch + 2) evaluations are skipped. The mini scale (a small pretrained
-decoder fine-tuned on an offline summary task) is not implemented yet. Pure data: no torch.
+384 sequences after the first FLOOR(0.125 * batch + 2) evaluations are skipped.
+mini: llama31_8b's mini decoder, pretrained at ``trainperf data prepare`` on llama31_8b's mini prose (``base.py``),
+fine-tuned with the reference's LoRA on Linux manual pages made into its summarization task (``mini.py``: each page's
+DESCRIPTION the document, its NAME line the summary), the loss on the summary's tokens; target set by measurement
+(README.md beside this file). Pure data: no torch.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainperf.contract.closed_rules import Tunable
-from trainperf.spec import SAMPLES, Benchmark, BenchmarkSpec, Recipe
+from trainperf.spec import MINI_RUNAWAY_MINUTES, SAMPLES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 # The keys training_6.1.0/closed_llama2_70b_lora.yaml requires once in every log (global_batch_size,
 # opt_base_learning_rate, opt_learning_rate_training_steps, opt_gradient_clip_norm, opt_adamw_weight_decay,
@@ -48,7 +51,7 @@ class LoraRecipe(Recipe):
     ``opt_learning_rate_training_steps``; weight decay on every trained tensor; gradients clipped to a global norm of
     ``clip_grad_norm``; LoRA of rank ``lora_rank`` on the fused qkv and output projections."""
 
-    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("70B", "debug")}
+    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("70B", "mini", "debug")}
 
     global_batch_size: int = 8  # 1 per device x 8 devices (--per_device_train_batch_size 1, num_processes 8)
     max_sequence_length: int = 8192
@@ -65,7 +68,7 @@ class LoraRecipe(Recipe):
     lora_alpha: int = 32
     lora_dropout: float = 0.1
     max_steps: int = 1024
-    # The base network's size: "70B" (the reference's) or "debug" (a toy width for a CPU smoke or dry run).
+    # The base network's size: "70B" (the reference's), "mini", or "debug" (a toy width for a CPU smoke or dry run).
     model_flavour: str = "70B"
     activation_checkpointing: bool = True  # --use_gradient_checkpointing True
 
@@ -111,26 +114,78 @@ REFERENCE = BenchmarkSpec(
     allreduced_parameters=44_564_480,  # the LoRA tensors: 80 x (16 x 8,192 + 10,240 x 16 + 16 x 8,192 + 8,192 x 16)
 )
 
+# Mini recipe (README.md): the reference's LoRA (rank 16, alpha 32, dropout 0.1 on qkv and the output projection),
+# AdamW, clip 0.3, weight decay 1e-4 and cosine without warm-up; a batch of 16 pages of at most 128 tokens and a
+# higher rate (the best of a short probe from the base model, README.md), the cosine ending with the budget (480
+# steps: 7,680 sequences, 8.5 epochs of the training pages).
+MINI_RECIPE = LoraRecipe(
+    global_batch_size=16,
+    max_sequence_length=128,
+    opt_base_learning_rate=4e-3,
+    opt_learning_rate_training_steps=480,
+    max_steps=480,
+    model_flavour="mini",
+    activation_checkpointing=False,
+)
+MINI_EVAL_EVERY = 320  # sequences: 20 steps of 16, about a third of an epoch of the 904 training pages
+
+MINI = BenchmarkSpec(
+    key="llama2_70b_lora",
+    scale="mini",
+    model="llama31_8b's mini decoder (4 layers, dimension 192, 6 heads with 2 key/value heads, SwiGLU of 512, 4,096 "
+    "BPE tokens; 3,147,456 parameters, frozen) pretrained at prepare on other text, with LoRA rank 16 on the qkv "
+    "and output projections (57,344 trained parameters)",
+    dataset="Linux manual pages (Debian manpages, manpages-dev): each page's DESCRIPTION the document, its NAME line "
+    "the summary, in the reference's parquet format (sequences of at most 128 tokens; 904 training and 104 validation "
+    "pages of man-pages 6.03, split by the hash of the page's name)",
+    metric="eval_loss",
+    target=6.0,  # calibrated, 10 of 10 seeds (README.md): base model 7.0546, unigram of the summaries 6.2111
+    higher_is_better=False,
+    metric_is_fraction=False,
+    runs_required=10,
+    runs_dropped=1,
+    unit=SAMPLES,
+    eval_interval=float(MINI_EVAL_EVERY),
+    max_progress=lambda r: float(r.max_steps * r.global_batch_size),
+    max_minutes=MINI_RUNAWAY_MINUTES,
+    hparam_keys=HPARAM_KEYS,
+    target_source="measured: README.md beside llama2_70b_lora/workload.py",
+    metric_se=0.0585,  # benchmarks/metric_error.py llama2_70b_lora: 5.9717 at 3,520 samples, seed 100001, B = 1000
+    train_samples=904,  # the prepared training pages (Debian's manpages 6.03; the manifest says each machine's)
+    eval_samples=104,  # the validation pages
+)
+
+CLOSED = {
+    "global_batch_size": Tunable(),
+    "opt_base_learning_rate": Tunable(),
+    "opt_learning_rate_training_steps": Tunable(),
+    "opt_learning_rate_warmup_factor": Tunable(),
+    "gradient_accumulation_steps": Tunable(),
+    "activation_checkpointing": Tunable(),
+}
+
 BENCHMARK = Benchmark(
     key="llama2_70b_lora",
     title="LLM fine-tuning",
-    specs={"reference": REFERENCE},
-    recipes={"reference": REFERENCE_RECIPE},
+    specs={"mini": MINI, "reference": REFERENCE},
+    recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf 6.1 (training_rules.adoc, llama2_70b_lora rows): the batch, the learning rate, the
     # cosine's length, the warm-up and gradient accumulation are unconstrained; LoRA rank 16, alpha 32, dropout 0.1,
     # clip 0.3, weight decay 1e-4 and the sequence length are fixed. Activation checkpointing is free.
     closed_rules={
-        "reference": {
-            "global_batch_size": Tunable(),
-            "opt_base_learning_rate": Tunable(),
-            "opt_learning_rate_training_steps": Tunable(),
-            "opt_learning_rate_warmup_factor": Tunable(),
-            "gradient_accumulation_steps": Tunable(),
-            "activation_checkpointing": Tunable(),
-        }
+        "reference": CLOSED,
+        # The mini's: the reference's, the same hyperparameters tunable, the LoRA and the rest fixed.
+        "mini": CLOSED,
     },
     workload="trainperf.workloads.llama2_70b_lora.workload:LoraWorkload",
     smoke_fixture="trainperf.workloads.llama2_70b_lora.reference:write_smoke_fixture",
+    mini_data=MiniData(
+        description="Linux manual pages as summarization examples (Debian manpages, manpages-dev) and the mini's base "
+        "model, pretrained on llama31_8b's mini prose",
+        prepare="trainperf.workloads.llama2_70b_lora.base:prepare_mini",
+        verify="trainperf.workloads.llama2_70b_lora.base:verify_mini",
+        needs=("llama31_8b",),
+    ),
     not_scalable="the scaling model is fitted on the v2.0 round's RCPs; the current round's are not in it yet",
     published_batch_per_accelerator=1,
 )

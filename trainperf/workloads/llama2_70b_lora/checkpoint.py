@@ -88,6 +88,26 @@ def reference_names(ours: str) -> list[str]:
     return [p + n for n in parts[rest]]
 
 
+def config_of(a: DecoderArgs) -> dict:
+    """config.json for a decoder of these sizes, in Hugging Face's LlamaConfig names."""
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        **{key: getattr(a, field) for key, field in CONFIG_FIELDS.items()},
+        "rms_norm_eps": a.norm_eps,
+        "rope_theta": a.rope_theta,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def to_reference(state: dict) -> dict:
+    """The decoder's tensors (``state``: its names) under the reference's names (the gate/up matrix split in two)."""
+    out = {}
+    for ours, t in state.items():
+        names = reference_names(ours)
+        out |= dict(zip(names, t.chunk(len(names)), strict=True))
+    return out
+
+
 def check(folder: Path, args: DecoderArgs) -> Checkpoint:
     """Untimed: the checkpoint holds exactly the tensors of a decoder of ``args``, in their shapes (headers only)."""
     ckpt = locate(folder, "the reference's Llama2-70b-fused-qkv-mlperf")
@@ -115,4 +135,16 @@ def full_tensor(ckpt: Checkpoint, ours: str):
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-__all__ = ["CONFIG", "INDEX", "Checkpoint", "check", "expected", "full_tensor", "locate", "reference_names", "write"]
+__all__ = [
+    "CONFIG",
+    "INDEX",
+    "Checkpoint",
+    "check",
+    "config_of",
+    "to_reference",
+    "expected",
+    "full_tensor",
+    "locate",
+    "reference_names",
+    "write",
+]

@@ -165,7 +165,7 @@ def write_smoke_fixture(root: Path) -> str:
     import torch
 
     from trainperf.workloads.common.llm.model import Decoder
-    from trainperf.workloads.llama2_70b_lora.checkpoint import reference_names, write
+    from trainperf.workloads.llama2_70b_lora.checkpoint import config_of, to_reference, write
     from trainperf.workloads.llama2_70b_lora.model import FLAVOURS
 
     out = Path(root)  # the folder the run reads as <data-dir>/llama2_70b_lora/reference
@@ -176,22 +176,8 @@ def write_smoke_fixture(root: Path) -> str:
     args = FLAVOURS["debug"]
     torch.manual_seed(70)
     model = Decoder(args)
-    tensors = {}
-    for ours, p in model.named_parameters():
-        names = reference_names(ours)
-        for name, part in zip(names, p.detach().chunk(len(names)), strict=True):
-            tensors[name] = part.to(torch.bfloat16)
-    config = {
-        "architectures": ["LlamaForCausalLM"],
-        "hidden_size": args.dim,
-        "num_hidden_layers": args.n_layers,
-        "num_attention_heads": args.n_heads,
-        "num_key_value_heads": args.n_kv_heads,
-        "intermediate_size": args.ffn_dim,
-        "vocab_size": args.vocab_size,
-        "rms_norm_eps": args.norm_eps,
-        "rope_theta": args.rope_theta,
-        "torch_dtype": "bfloat16",
-    }
+    state = {n: p.detach() for n, p in model.named_parameters()}
+    tensors = {n: t.to(torch.bfloat16) for n, t in to_reference(state).items()}
+    config = config_of(args)
     write(out / MODEL, tensors, config)
     return f"GovReport-format parquet (24 + 8 rows) and a {args.n_layers}-layer fused-qkv checkpoint in safetensors"

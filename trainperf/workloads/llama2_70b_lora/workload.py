@@ -11,18 +11,21 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from trainperf import seeds
 from trainperf.contract.workload import TorchState, Workload
 from trainperf.errors import DataError
 from trainperf.workloads.common.fsdp import copy_into, shard_units
 from trainperf.workloads.common.llm.model import Decoder
-from trainperf.workloads.llama2_70b_lora import checkpoint, reference
+from trainperf.workloads.llama2_70b_lora import base, checkpoint, reference
+from trainperf.workloads.llama2_70b_lora.loss import causal_lm_loss, collate
 from trainperf.workloads.llama2_70b_lora.model import FLAVOURS, LORA_TARGETS
 from trainperf.workloads.llama2_70b_lora.reference import IGNORE
 
 CPU_CHECK_SEQ_LEN = 256  # a reference dry or smoke run on a CPU: sequences of at most 256 tokens, not 8,192
+# Where a scale's files are: the mini's that `trainperf data prepare` makes (their manifests checked), or the
+# reference's GovReport parquet files and checkpoint folder.
+FIND_FILES = {"mini": base.files, "reference": reference.find}
 
 
 class LoraWorkload(Workload):
@@ -54,8 +57,9 @@ class LoraWorkload(Workload):
     # --- files -----------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Untimed: the parquet files' footers and the checkpoint's headers checked (every tensor's name and shape
-        against the model's); no sequence and no weight is read."""
-        self.files = reference.find(self.data_dir)
+        against the model's); no sequence and no weight is read. The mini's files are first checked against their
+        manifests (the base checkpoint's SHA-256 among them)."""
+        self.files = FIND_FILES[self.spec.scale](self.data_dir)
         self.ckpt = checkpoint.check(self.files.checkpoint, self.args)
         for path in (self.files.train, self.files.validation):
             if reference.count_rows(path) == 0:
@@ -168,25 +172,12 @@ class LoraWorkload(Workload):
         while True:
             order = seeds.numpy_rng(self.config.seed, seeds.STREAM_SHUFFLE, epoch).permutation(len(self.train))
             for b in range(0, len(order) // gb * gb, gb):
-                yield self._collate(self.train, order[b : b + gb][mine])
+                yield collate(self.train, order[b : b + gb][mine])
             epoch += 1
 
-    @staticmethod
-    def _collate(split: reference.Sequences, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Right-padded (ids, labels): padding takes no loss, and a causal model's real tokens never see it."""
-        width = max(len(split.ids[i]) for i in rows)
-        ids = np.zeros((len(rows), width), dtype=np.int64)
-        labels = np.full((len(rows), width), IGNORE, dtype=np.int64)
-        for k, i in enumerate(rows):
-            ids[k, : len(split.ids[i])] = split.ids[i]
-            labels[k, : len(split.labels[i])] = split.labels[i]
-        return torch.from_numpy(ids), torch.from_numpy(labels)
-
     def loss(self, model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """Hugging Face's causal-LM loss: the mean cross-entropy of each next token whose label is not -100."""
         ids, labels = (t.to(self.device, non_blocking=True) for t in batch)
-        logits = model(ids[:, :-1])
-        return F.cross_entropy(logits.float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE)
+        return causal_lm_loss(model, ids, labels)
 
     # --- evaluation ------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -194,16 +185,28 @@ class LoraWorkload(Workload):
         """Evaluation loss: each validation sequence's loss (one per batch of 1, as the reference's
         per_device_eval_batch_size 1 gives), averaged over all sequences; each rank scores its shard once."""
         assert self.valid is not None
-        model.eval()
-        total = 0.0
-        shard = self.dist.shard(len(self.valid))
-        for i in shard:
-            total += float(self.loss(model, self._collate(self.valid, np.array([i]))))
-        model.train()
-        summed, count = self.dist.all_reduce([total, float(len(shard))])
+        losses = self.summary_losses(model)
+        summed, count = self.dist.all_reduce([float(sum(losses.tolist())), float(len(losses))])
         if count != len(self.valid):
             raise RuntimeError(f"llama2_70b_lora: evaluated {count:.0f} of {len(self.valid)} sequences")
         return {"eval_loss": summed / count}
+
+    @torch.no_grad()
+    def summary_losses(self, model: torch.nn.Module) -> np.ndarray:
+        """Each validation sequence's loss (the mean over its scored tokens) in this rank's shard, in order: what
+        :meth:`evaluate` averages, and what ``benchmarks/metric_error.py`` resamples."""
+        assert self.valid is not None
+        model.eval()
+        shard = self.dist.shard(len(self.valid))
+        losses = []
+        # FSDP: each forward gathers the parameters on every rank, so every rank runs as many (173 sequences do not
+        # divide over 8 ranks); a rank whose shard is shorter scores the first sequence again and drops the loss.
+        for k in range(self.dist.longest_shard(len(self.valid))):
+            loss = float(self.loss(model, collate(self.valid, np.array([shard.start + k if k < len(shard) else 0]))))
+            if k < len(shard):
+                losses.append(loss)
+        model.train()
+        return np.array(losses)
 
     @torch.no_grad()
     def dry_run_evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:

@@ -148,3 +148,7 @@ def prepare_mini(data_dir: Path) -> list[Path]:
             "(another tokenizers release?): the data differs, and the calibration in the README does not apply as is"
         )
     return [root / n for n in (*FILES, MANIFEST)]
+
+
+def tokenizer_sha256(data_dir: Path) -> str:
+    return read_manifest(data_dir)["files"][TOKENIZER]["sha256"]

@@ -239,11 +239,13 @@ class Decoder(nn.Module):
                 nn.init.normal_(p, 0.0, out_std if name.endswith(RESIDUAL_WRITERS) else std)
 
     def forward(
-        self, tokens: torch.Tensor, labels: torch.Tensor | None = None
+        self, tokens: torch.Tensor, labels: torch.Tensor | None = None, *, scored: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The logits; with ``labels`` (the next tokens) and multi-token prediction, also its loss: position i
         sees the embedding of token i+1 (``labels[:, i]``) and predicts token i+2 (``labels[:, i+1]``); the last
-        position has no target (Megatron's ``roll_tensor`` masks it)."""
+        position has no target (Megatron's ``roll_tensor`` masks it). With ``scored`` (a boolean mask of the
+        tokens' shape), the logits of the masked positions alone, one row each in order: a loss that scores a few
+        positions (a fine-tuning's summary) skips the output layer and its softmax everywhere else."""
         t = tokens.shape[1]
         if t > self.args.max_seq_len:
             raise ValueError(f"decoder: a sequence of {t} tokens is longer than the model's {self.args.max_seq_len}")
@@ -252,6 +254,8 @@ class Decoder(nn.Module):
         for layer in self.layers:
             x = self._block(layer, x, cos, sin)
         h = self.norm(x)
+        if scored is not None:
+            return self.output(h[scored])
         logits = self.output(h)
         if labels is None or self.mtp is None:
             return logits
