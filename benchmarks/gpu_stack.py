@@ -21,7 +21,9 @@ llama31_8b is measured by ``benchmarks/gpu_llama.py`` in its own process (the 8B
 one 8,192-token sequence, activation checkpointing off and on, beside the published per-accelerator rate; its
 docstring says what the figure leaves out); gpt_oss_20b and deepseekv3_671b by ``benchmarks/gpu_moe.py``, each in its
 own process (the reference's layer shapes with fewer blocks, since neither whole model fits one GPU, and the
-reference's depth estimated from them; its docstring says which blocks). Their tables are appended.
+reference's depth estimated from them; its docstring says which blocks); llama2_70b_lora by ``benchmarks/gpu_lora.py``
+(the 70B's blocks with the reference's LoRA at 2 and 4 blocks, the 80 blocks' samples/s estimated from them, beside
+the published rate). Their tables are appended.
 
 Writes ``OUT/ablation/KEY-reference.json`` (each ablation, as `trainperf report` reads it),
 ``OUT/gpu_stack.json`` and ``OUT/gpu_stack.md`` (the tables), and each ablation's or script's output in
@@ -50,6 +52,7 @@ DECODERS = {
     "llama31_8b": ("gpu_llama.py",),
     "gpt_oss_20b": ("gpu_moe.py", "gpt_oss_20b"),
     "deepseekv3_671b": ("gpu_moe.py", "deepseekv3_671b"),
+    "llama2_70b_lora": ("gpu_lora.py",),
 }
 DECODER_TIMEOUT_S = 300
 PUBLISHED_GPUS = 8
@@ -227,7 +230,7 @@ def decoder(key: str, args: argparse.Namespace) -> tuple[str, bool]:
             r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout_s or DECODER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"stopped at its time limit; see {log.name}\n", False
-    table = args.out / (f"gpu_moe_{key}.md" if script == "gpu_moe.py" else "gpu_llama.md")
+    table = args.out / (f"gpu_moe_{key}.md" if script == "gpu_moe.py" else f"{Path(script).stem}.md")
     if r.returncode != 0 or not table.is_file():
         return f"{script} exited {r.returncode}; see {log.name}\n", False
     return table.read_text(), True

@@ -73,6 +73,25 @@ def test_llama31_8b_is_measured_by_its_own_script_beside_the_published_rate(gpu_
     assert "llama31_8b, one GPU's forward and backward pass" in table and "| off | cpu |" in table
 
 
+def test_llama2_70b_lora_is_measured_at_fewer_blocks_beside_the_published_rate(gpu_stack, tmp_path):
+    """gpu_lora.py through gpu_stack.py at the debug width: the base with the reference's LoRA at 2 and 4 blocks, the
+    80 blocks' step estimated from them, and the fastest published 8-accelerator result as samples/s per accelerator
+    (v5.1's GB300: 5.771 min for the RCP mean of 3,187.2 samples at batch 8)."""
+    out = tmp_path / "out"
+    assert gpu_stack.main(["--cpu-check", "--benchmarks", "llama2_70b_lora", "--out", str(out)]) == 0
+    data = json.loads((out / "gpu_lora.json").read_text())
+    assert data["flavour"] == "debug" and [r["blocks"] for r in data["rows"]] == [2, 4]
+    assert all(not r["error"] and r["samples_per_second"] > 0 for r in data["rows"])
+    e = data["estimate"]
+    assert e["blocks"] == 80 and e["samples_per_second"] == pytest.approx(1 / e["step_seconds"])
+    p = data["published"]
+    assert p["round"] == "v5.1" and p["minutes"] == pytest.approx(5.771)
+    assert p["samples_per_second_per_accelerator"] == pytest.approx(3187.2 / (5.771 * 60) / 8)
+    table = (out / "gpu_stack.md").read_text()
+    assert "llama2_70b_lora, one GPU's forward and backward pass (benchmarks/gpu_lora.py)" in table
+    assert "Estimated for the reference's 80 blocks" in table
+
+
 def test_the_8b_counts_seven_and_a_half_billion_parameters_in_its_products():
     spec = importlib.util.spec_from_file_location("gpu_llama", ROOT / "benchmarks" / "gpu_llama.py")
     module = importlib.util.module_from_spec(spec)
