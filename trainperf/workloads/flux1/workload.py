@@ -212,7 +212,7 @@ class FluxWorkload(Workload):
         shard = self.dist.shard(len(self.valid))
         # Every rank takes as many forward passes as the largest shard needs: FSDP gathers each block's shards from
         # all ranks, so a rank with one sample fewer scores sample 0 once more and drops it.
-        passes = math.ceil(math.ceil(len(self.valid) / self.dist.world_size) / EVAL_BATCH)
+        passes = math.ceil(self.dist.longest_shard(len(self.valid)) / EVAL_BATCH)
         for n in range(passes):
             start = shard.start + n * EVAL_BATCH
             idx = np.arange(start, min(start + EVAL_BATCH, shard.stop))

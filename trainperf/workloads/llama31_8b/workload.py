@@ -224,8 +224,15 @@ class LlamaWorkload(Workload):
         model.eval()
         shard = self.dist.shard(self.eval_samples)
         losses, tokens = [], []
-        for i in range(shard.start, shard.stop, EVAL_BATCH):
-            batch = torch.from_numpy(self.valid.batch(np.arange(i, min(i + EVAL_BATCH, shard.stop)))).to(self.device)
+        # Every rank takes as many forward passes as the longest shard needs (FSDP gathers in each): a rank whose
+        # shard runs out scores sequence 0 once more and drops it.
+        for n in range(math.ceil(self.dist.longest_shard(self.eval_samples) / EVAL_BATCH)):
+            i = shard.start + n * EVAL_BATCH
+            idx = np.arange(i, min(i + EVAL_BATCH, shard.stop))
+            if not len(idx):
+                model(torch.from_numpy(self.valid.batch(np.array([0]))).to(self.device)[:, :-1])
+                continue
+            batch = torch.from_numpy(self.valid.batch(idx)).to(self.device)
             logits = model(batch[:, :-1])
             each = F.cross_entropy(logits.float().transpose(1, 2), batch[:, 1:], reduction="none").sum(1)
             losses.append(each.double().cpu().numpy())
