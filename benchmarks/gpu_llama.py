@@ -39,30 +39,44 @@ RCP_BATCH = 16  # the reference's global batch (rcps_llama31_8b.json llama31_8b_
 CPU_SEQ_LEN = 64  # --cpu-check: the debug flavour, short sequences, fp32 (bf16 products are slow on most CPUs)
 
 
-def published_rate() -> dict | None:
-    """The fastest closed 8-accelerator llama31_8b result of the shipped table, as tokens/s per accelerator."""
+def fastest_published(benchmark: str, rcp_file: str, rcp_batch: int, rcp_field: str) -> dict | None:
+    """The fastest closed 8-accelerator result of ``benchmark`` in the shipped table, with the samples it converges
+    in (the mean of ``rcp_field`` of the RCP at ``rcp_batch`` in mlperf-logging's ``training_6.1.0/<rcp_file>``) and
+    so its samples/s per accelerator."""
     from trainperf.history.query import load_results
 
     rows = [
         r
         for r in load_results()
-        if r.benchmark == "llama31_8b" and r.division == "closed" and r.n_acc == GPUS and r.raw_score_min
+        if r.benchmark == benchmark and r.division == "closed" and r.n_acc == GPUS and r.raw_score_min
     ]
     if not rows:
         return None
     best = min(rows, key=lambda r: r.raw_score_min)
-    rcps = json.loads(
-        resources.files("mlperf_logging").joinpath("rcp_checker/training_6.1.0/rcps_llama31_8b.json").read_text()
-    )
-    [runs] = [v["Epochs to converge"] for v in rcps.values() if v.get("BS") == RCP_BATCH]
-    sequences = statistics.fmean(runs)
+    rcps = json.loads(resources.files("mlperf_logging").joinpath(f"rcp_checker/training_6.1.0/{rcp_file}").read_text())
+    [runs] = [v[rcp_field] for v in rcps.values() if v.get("BS") == rcp_batch]
+    samples = statistics.fmean(runs)
     return {
         "round": best.round,
         "system": best.system,
         "accelerator": best.accelerator,
         "minutes": best.raw_score_min,
+        "samples_to_converge": samples,
+        "samples_per_second_per_accelerator": samples / (best.raw_score_min * 60) / GPUS,
+    }
+
+
+def published_rate() -> dict | None:
+    """The fastest closed 8-accelerator llama31_8b result of the shipped table, as tokens/s per accelerator."""
+    p = fastest_published("llama31_8b", "rcps_llama31_8b.json", RCP_BATCH, "Epochs to converge")  # in sequences
+    if p is None:
+        return None
+    sequences = p.pop("samples_to_converge")
+    del p["samples_per_second_per_accelerator"]
+    return {
+        **p,
         "sequences_to_converge": sequences,
-        "tokens_per_second_per_accelerator": sequences * SEQ_LEN / (best.raw_score_min * 60) / GPUS,
+        "tokens_per_second_per_accelerator": sequences * SEQ_LEN / (p["minutes"] * 60) / GPUS,
     }
 
 

@@ -31,42 +31,21 @@ import os
 import statistics
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
 SEQ_LEN = 8192  # the reference's sequence length (max_seq_len 8192)
 BLOCKS = (2, 4)  # the models measured
 FULL_BLOCKS = 80  # Llama 2 70B
-GPUS = 8
 RCP_BATCH = 8  # the reference's global batch (rcps_llama2_70b_lora.json llama2_70b_lora_ref_8)
 CPU_SEQ_LEN = 64  # --cpu-check: the debug flavour, short sequences, fp32
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_llama import fastest_published  # noqa: E402 (a sibling script: the published table's fastest result)
 
 
 def published_rate() -> dict | None:
     """The fastest closed 8-accelerator llama2_70b_lora result of the shipped table, as samples/s per accelerator."""
-    from trainperf.history.query import load_results
-
-    rows = [
-        r
-        for r in load_results()
-        if r.benchmark == "llama2_70b_lora" and r.division == "closed" and r.n_acc == GPUS and r.raw_score_min
-    ]
-    if not rows:
-        return None
-    best = min(rows, key=lambda r: r.raw_score_min)
-    rcps = json.loads(
-        resources.files("mlperf_logging").joinpath("rcp_checker/training_6.1.0/rcps_llama2_70b_lora.json").read_text()
-    )
-    [runs] = [v["samples to converge"] for v in rcps.values() if v.get("BS") == RCP_BATCH]
-    samples = statistics.fmean(runs)
-    return {
-        "round": best.round,
-        "system": best.system,
-        "accelerator": best.accelerator,
-        "minutes": best.raw_score_min,
-        "samples_to_converge": samples,
-        "samples_per_second_per_accelerator": samples / (best.raw_score_min * 60) / GPUS,
-    }
+    return fastest_published("llama2_70b_lora", "rcps_llama2_70b_lora.json", RCP_BATCH, "samples to converge")
 
 
 def build(config, recipe, device, dtype):
