@@ -22,7 +22,7 @@ from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
 from trainperf.harness.torch_state import torch_state
 from trainperf.seeds import derive
-from trainperf.spec import RunConfig
+from trainperf.spec import GENERATIONS, RunConfig
 
 
 class Losses(RunObserver):
@@ -41,8 +41,8 @@ def peak_rss_mib() -> float:
 
 
 def few_real_steps(key: str, *, seed: int, steps: int, data_dir: Path, before: bool = True) -> dict[str, Any]:
-    """``steps`` optimizer steps of the mini recipe from the untrained model, evaluated before (unless
-    ``before`` is false) and after, seeded as the runner seeds a run."""
+    """``steps`` optimizer steps (generations, where the spec counts them) of the mini recipe from the untrained
+    model, evaluated before (unless ``before`` is false) and after, seeded as the runner seeds a run."""
     cls, spec = registry.workload_class(key), registry.get_spec(key, "mini")
     seconds: dict[str, float] = {}
     with torch_state(cls.TORCH_STATE):
@@ -61,11 +61,15 @@ def few_real_steps(key: str, *, seed: int, steps: int, data_dir: Path, before: b
             opt, sched = w.build_optimizer(model)
             losses = Losses()
             stepper = Stepper(model, w, opt, sched, losses, Schedule.for_run(spec, w))
-            batches = iter(w.train_batches())
             t = time.perf_counter()
             model.train()
-            for _ in range(steps):
-                stepper.step([next(batches) for _ in range(stepper.accumulation)])
+            if spec.unit == GENERATIONS:  # minigo: a "step" is a generation (self-play, then its training steps)
+                for g in range(1, steps + 1):
+                    stepper.train_generation(w.generation_batches(model, g))
+            else:
+                batches = iter(w.train_batches())
+                for _ in range(steps):
+                    stepper.step([next(batches) for _ in range(stepper.accumulation)])
             seconds["steps"] = time.perf_counter() - t
             t = time.perf_counter()
             after = dict(w.evaluate(model))
@@ -74,7 +78,7 @@ def few_real_steps(key: str, *, seed: int, steps: int, data_dir: Path, before: b
         finally:
             w.close()
     return {
-        "before": first, "after": after, "losses": losses.reported, "global_batch_size": w.global_batch_size,
+        "before": first, "after": after, "losses": losses.reported, "optimizer_steps": stepper.optimizer_steps,
         "peak_rss_mib": peak_rss_mib(), "seconds": seconds, **sizes,
     }  # fmt: skip
 
