@@ -55,6 +55,9 @@ def data_dir() -> Path:
     from trainperf.workloads.llama2_70b_lora import base as lora_base
 
     lora_base.prepare_mini(root)  # the manual pages and llama2_70b_lora's base model (about 3 minutes)
+    from trainperf.workloads.flux1 import mini as flux_mini
+
+    flux_mini.prepare_mini(root)  # flux1's captioned glyph images (about 10 s)
     return root
 
 

@@ -30,6 +30,7 @@ LIMIT_FIX = "is it the log of one MLPerf run? move it away, or redo the run"
 # Where a suite keeps a run that was interrupted: <out>/interrupted/<system>/<benchmark>/result_<i>-<k>.txt (the k-th
 # interruption of run i), beside <out>/results/. Such a log is not a result; the suite's summary and the report list it.
 INTERRUPTED = "interrupted"
+PICTURES = "pictures"  # <out>/pictures/<system>/<benchmark>/result_<i>.png: what a run's model drew
 _INTERRUPTED_FILE = re.compile(r"^result_\d+-\d+\.txt$")
 
 

@@ -124,7 +124,25 @@ def test_bad_files_are_refused_naming_file_and_field(tmp_path):
         reference.find(tmp_path / "nowhere")
 
 
-def test_the_mini_is_not_implemented_and_says_where_the_benchmark_runs():
+@pytest.fixture
+def without_mini(monkeypatch):
+    """flux1 as it was before its mini scale: a benchmark implemented at the reference scale only."""
+    import dataclasses
+
+    import trainperf.workloads.flux1 as flux1
+    from trainperf import registry
+
+    b = flux1.BENCHMARK
+    monkeypatch.setattr(flux1, "BENCHMARK", dataclasses.replace(
+        b, specs={"reference": b.specs["reference"]}, recipes={"reference": b.recipes["reference"]}, mini_data=None,
+        closed_rules={"reference": b.closed_rules["reference"]},
+    ))  # fmt: skip
+    registry.benchmark.cache_clear()
+    yield
+    registry.benchmark.cache_clear()
+
+
+def test_a_benchmark_without_a_mini_says_where_it_runs(without_mini):
     from trainperf import registry
     from trainperf.errors import NotAvailableError
 
@@ -134,7 +152,7 @@ def test_the_mini_is_not_implemented_and_says_where_the_benchmark_runs():
     assert "flux1" not in registry.available("mini") and "flux1" in registry.available("reference")
 
 
-def test_a_log_claiming_a_mini_run_of_it_is_told_there_is_none():
+def test_a_log_claiming_a_mini_run_of_it_is_told_there_is_none(without_mini):
     from trainperf.errors import NotAvailableError
     from trainperf.rules import compliance
 

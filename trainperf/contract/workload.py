@@ -174,6 +174,18 @@ class Workload(abc.ABC):
         model.train()
         return {f: 0.0 for f, _ in self.spec.fields}
 
+    # --- pictures ------------------------------------------------------------------------------------
+    def snapshot(self, model: torch.nn.Module) -> Any | None:
+        """After each evaluation, on the clock: what :meth:`pictures` needs of the model at that point (a cheap
+        copy of its weights), or None (the default: this workload draws nothing)."""
+        return None
+
+    def pictures(self, snapshots: list[tuple[float, Any]]) -> bytes | None:
+        """After ``run_stop``, off the clock: one PNG of what the model made at each evaluation (``snapshots``:
+        (progress, :meth:`snapshot`'s value) in order), which the harness stores beside the result and the report
+        shows; None: nothing to show."""
+        return None
+
     def close(self) -> None:
         """Release what the workload holds (worker processes, files). Always called; idempotent."""
         return None

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import ResultsError, RunFailed, RunInterrupted, TrainperfError
-from trainperf.fileio import atomic_write_text, replace_durably
+from trainperf.fileio import atomic_write_bytes, atomic_write_text, replace_durably
 from trainperf.harness.mllog import RunLog
 from trainperf.harness.runner import RunOutcome
-from trainperf.results import INTERRUPTED, interrupted_logs, parse_run
+from trainperf.results import INTERRUPTED, PICTURES, interrupted_logs, parse_run
 from trainperf.scoring import Score, score_results
 from trainperf.text import printable
 
@@ -161,10 +161,27 @@ class ResultFolder:
             if self.is_main:
                 partial.unlink(missing_ok=True)
             raise
+        record = run_record(outcome, final)
         if self.is_main:
             store(partial, final)
+            if outcome.pictures is not None:
+                record["pictures"] = str(self.store_pictures(key, i, outcome.pictures))
         gc.collect()  # free the run's model and data before the next run builds its own
-        return run_record(outcome, final)
+        return record
+
+    def pictures(self, key: str) -> Path:
+        return self.out / PICTURES / self.system / key
+
+    def store_pictures(self, key: str, i: int, png: bytes) -> Path:
+        """What run ``i``'s model drew at each evaluation (:meth:`Workload.pictures`), beside the results:
+        ``<out>/pictures/<system>/<benchmark>/result_<i>.png``, written atomically."""
+        path = self.pictures(key) / f"result_{i}.png"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, png)
+        except OSError as e:
+            raise ResultsError(f"cannot write {path}: {e.strerror or e}; choose another --out") from None
+        return path
 
 
 @contextmanager
@@ -370,6 +387,7 @@ def _close_quietly(log: RunLog) -> None:
 
 def run_record(outcome: RunOutcome, path: Path) -> dict[str, Any]:
     rec = asdict(outcome)
+    del rec["pictures"]  # stored as its own file (ResultFolder.store_pictures)
     rec["log"] = str(path)
     rec["resumed"] = False
     return rec

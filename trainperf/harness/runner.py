@@ -86,6 +86,7 @@ class RunOutcome:
     energy_joules: float | None = None  # None: not measured (no RAPL or NVML on this machine)
     energy_note: str = "not measured"
     start_ms: float | None = None  # run_start's logged time (ms since the epoch): orders the runs for scoring
+    pictures: bytes | None = field(default=None, repr=False)  # a PNG of what the model made (Workload.pictures)
 
     @property
     def success(self) -> bool:
@@ -197,6 +198,7 @@ class _Run:
         self.w, self.log, self.obs = workload, log, obs
         self.spec, self.config, self.dist = workload.spec, workload.config, workload.dist
         self.curve: list[tuple[float, float, float]] = []
+        self.snapshots: list[tuple[float, Any]] = []  # (progress, Workload.snapshot) at each evaluation
         self.inside = 0.0  # seconds inside the workload and the step (training and evaluation)
         self.quality = math.nan
         self.meter = None
@@ -426,6 +428,9 @@ class _Run:
         missing = [f for f, _ in spec.fields if f not in value]
         if missing:
             raise RuntimeError(f"{spec.key}: evaluation returned {sorted(value)}, without the field(s) {missing}")
+        snap = None if self.config.dry_run else self.w.snapshot(model)
+        if snap is not None:
+            self.snapshots.append((point, snap))
         self.inside += time.perf_counter() - t
         log.end(constants.EVAL_STOP, metadata=where)
         log.event(constants.EVAL_ACCURACY, value=spec.logged_value(value), metadata=where)
@@ -463,18 +468,15 @@ class _Run:
         self.log.end(constants.RUN_STOP, metadata={"status": status}, time_ms=stop_ms)
         samples = stepper.optimizer_steps * self.w.global_batch_size
         outcome = self._outcome(
-            status,
-            reason,
-            start_ms,
-            stop_ms,
-            stepper.progress,
-            init_seconds,
-            load_seconds,
+            status, reason, start_ms, stop_ms, stepper.progress, init_seconds, load_seconds,
             harness_overhead=max(0.0, (total - self.inside) / total) if total > 0 else 0.0,
             samples_per_second=samples / total if total > 0 else 0.0,
             energy_joules=reading.joules if reading is not None else None,
             energy_note=reading.note if reading is not None else "not measured on this rank",
-        )
+        )  # fmt: skip
+        if self.snapshots and self.dist.is_main:  # off the clock: after run_stop
+            outcome = dataclasses.replace(outcome, pictures=self.w.pictures(self.snapshots))
+        self.snapshots.clear()
         self.obs.run_stopped(outcome)
         return outcome
 

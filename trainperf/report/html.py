@@ -17,6 +17,7 @@ from pathlib import Path
 from trainperf.errors import ResultsError, TrainperfError, UsageError
 from trainperf.fileio import Output, atomic_write_text, check_outputs
 from trainperf.registry import BENCHMARKS
+from trainperf.report import pictures
 from trainperf.report.charts import Group, convergence_chart, spread_chart, strip_chart, time_to_train_chart
 from trainperf.report.collect import BenchmarkResults, SystemResults, collect, result_roots
 from trainperf.report.energy import energy_score
@@ -193,6 +194,9 @@ def render_html(
     if price_per_hour is not None:
         sec.append(("cost", "Cost to train", _cost(pairs, price_per_hour)))
     sec.append(("energy", "Energy to train", _energy_section(pairs)))
+    drawn = pictures.section([(s.label, b.benchmark, s.source, s.name) for s, b in pairs])
+    if drawn:
+        sec.append(("pictures", "What the models drew", drawn))
     if ablations:
         from trainperf.report.ablation import html_section
 

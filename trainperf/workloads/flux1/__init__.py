@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainperf.contract.closed_rules import Tunable
-from trainperf.spec import SAMPLES, Benchmark, BenchmarkSpec, Recipe
+from trainperf.spec import MINI_RUNAWAY_MINUTES, SAMPLES, Benchmark, BenchmarkSpec, MiniData, Recipe
 
 # The keys training_6.1.0/closed_flux1.yaml requires in every log (gradient_accumulation_steps the harness logs, and
 # eval_accuracy with samples_count), in the order the reference's mlperf_logging.py logs them.
@@ -42,7 +42,7 @@ class FluxRecipe(Recipe):
     sample's text dropped (both encodings replaced by the empty caption's) with probability
     ``classifier_free_guidance_prob``."""
 
-    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("schnell", "debug")}
+    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("schnell", "mini", "debug")}
 
     global_batch_size: int = 512  # rcps_flux1.json flux_ref_512, the smallest RCP batch
     opt_name: str = "adamw"
@@ -99,25 +99,67 @@ REFERENCE = BenchmarkSpec(
     allreduced_parameters=11_891_178_560,  # every parameter (model.py: SCHNELL_PARAMETERS)
 )
 
+# Mini recipe (README.md): the reference's AdamW (0.9, 0.95, eps 1e-8, weight decay 0.1), clip 1.0, text dropout 0.1
+# and warm-up-then-constant schedule, at a batch and rate a CPU trains in minutes.
+MINI_RECIPE = FluxRecipe(
+    global_batch_size=32,
+    opt_base_learning_rate=3e-3,
+    opt_learning_rate_warmup_steps=50,
+    max_steps=1000,
+    model_flavour="mini",
+    activation_checkpointing=False,
+)
+MINI_EVAL_EVERY = 3200  # samples: 100 steps of 32
+
+MINI = BenchmarkSpec(
+    key="flux1",
+    scale="mini",
+    model="FLUX.1's transformer at width 128 (2 double-stream + 2 single-stream blocks, 4 heads, RoPE axes 8/12/12; "
+    "1,810,096 parameters), from scratch, with rectified flow",
+    dataset="glyph images (62 letters and digits x 3 DejaVu families x 4 styles x 8 colours, 32 x 32) captioned with "
+    "what they show, in the reference's preprocessed layout: a fixed text encoder's 8 x 64 sequence and pooled "
+    "vector, the exact pixel autoencoder's 12 x 16 x 16 latent",
+    metric="eval_loss",
+    target=0.24,
+    higher_is_better=False,
+    metric_is_fraction=False,
+    runs_required=10,
+    runs_dropped=1,
+    unit=SAMPLES,
+    eval_interval=float(MINI_EVAL_EVERY),
+    max_progress=lambda r: float(r.max_steps * r.global_batch_size),
+    max_minutes=MINI_RUNAWAY_MINUTES,
+    hparam_keys=HPARAM_KEYS,
+    target_source="measured: README.md beside flux1/workload.py",
+    train_samples=5455,  # the prepared training images (mini.py)
+    eval_samples=497,
+)
+
+CLOSED = {
+    "global_batch_size": Tunable(),
+    "opt_base_learning_rate": Tunable(),
+    "opt_learning_rate_warmup_steps": Tunable(),
+    "gradient_accumulation_steps": Tunable(),
+    "activation_checkpointing": Tunable(),
+}
+
 BENCHMARK = Benchmark(
     key="flux1",
     title="text to image",
-    specs={"reference": REFERENCE},
-    recipes={"reference": REFERENCE_RECIPE},
+    specs={"mini": MINI, "reference": REFERENCE},
+    recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf 6.1 (training_rules.adoc, flux.1 rows; closed_flux1.yaml fixes AdamW 0.9/0.95/1e-8,
     # weight decay 0.1 and clip 1.0): the batch, the learning rate and its warm-up are unconstrained; gradient
     # accumulation and activation checkpointing change no arithmetic of the recipe.
-    closed_rules={
-        "reference": {
-            "global_batch_size": Tunable(),
-            "opt_base_learning_rate": Tunable(),
-            "opt_learning_rate_warmup_steps": Tunable(),
-            "gradient_accumulation_steps": Tunable(),
-            "activation_checkpointing": Tunable(),
-        }
-    },
+    closed_rules={"reference": CLOSED, "mini": CLOSED},  # the mini's: the reference's
     workload="trainperf.workloads.flux1.workload:FluxWorkload",
     smoke_fixture="trainperf.workloads.flux1.fixture:write_smoke_fixture",
+    mini_data=MiniData(
+        description="glyph images of the DejaVu fonts matplotlib ships, captioned with what they show, and the mini's "
+        "fixed text encoder",
+        prepare="trainperf.workloads.flux1.mini:prepare_mini",
+        verify="trainperf.workloads.flux1.mini:verify_mini",
+    ),
     not_scalable="the scaling model is fitted on the v2.0 round's RCPs; the current round's are not in it yet",
     published_batch_per_accelerator=16,  # flux_schnell_mlperf_preprocessed.toml: training.batch_size (per rank)
 )

@@ -16,10 +16,12 @@ PATCH = 2  # 2x2 latent patches: 16 channels -> 64 features a token
 VALIDATION_TIMESTEPS = 8  # a validation sample's timestep index k in 0..7 stands for t = k / 8
 
 
-def latent(mean: torch.Tensor, logvar: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+def latent(
+    mean: torch.Tensor, logvar: torch.Tensor, eps: torch.Tensor, shift: float = AE_SHIFT, scale: float = AE_SCALE
+) -> torch.Tensor:
     """The model's clean latent x_0: a draw from the stored posterior, shifted and scaled as the reference does
-    (``(mean + exp(logvar / 2) eps - shift) x scale``)."""
-    return (mean + torch.exp(0.5 * logvar) * eps - AE_SHIFT) * AE_SCALE
+    (``(mean + exp(logvar / 2) eps - shift) x scale``; the mini's autoencoder has its own shift and scale)."""
+    return (mean + torch.exp(0.5 * logvar) * eps - shift) * scale
 
 
 def noised(x0: torch.Tensor, noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

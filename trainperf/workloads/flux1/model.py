@@ -50,6 +50,18 @@ FLAVOURS: dict[str, FluxArgs] = {
     "debug": FluxArgs(
         num_layers=2, num_single_layers=2, attention_head_dim=32, num_attention_heads=2, axes_dims_rope=(4, 14, 14)
     ),
+    # The mini: the same blocks at width 128 (4 heads of 32), reading the mini's 12-channel latents (48 features a
+    # 2x2 patch) and its text encoder's 8 x 64 sequence and 64-wide pooled vector (mini.py, glyphs.py).
+    "mini": FluxArgs(
+        in_channels=48,
+        num_layers=2,
+        num_single_layers=2,
+        attention_head_dim=32,
+        num_attention_heads=4,
+        joint_attention_dim=64,
+        pooled_projection_dim=64,
+        axes_dims_rope=(8, 12, 12),
+    ),  # fmt: skip
 }
 SCHNELL_PARAMETERS = 11_891_178_560  # FluxTransformer2DModel at SCHNELL (tests/unit/test_flux1.py counts them)
 

@@ -156,11 +156,13 @@ def decode(data: bytes, where: str, shape: tuple[int | None, ...]) -> np.ndarray
     return arr
 
 
-def rows(split: Encodings, indices: np.ndarray, *, t5_dim: int, latent_channels: int = 16) -> dict[str, np.ndarray]:
+def rows(
+    split: Encodings, indices: np.ndarray, *, t5_dim: int, clip_dim: int = 768, latent_channels: int = 16
+) -> dict[str, np.ndarray]:
     """The encodings of ``indices`` stacked (uint16 bf16 bits; ``timestep`` as int64 for validation)."""
     shapes = {
         "t5_encodings": (None, t5_dim),
-        "clip_encodings": (768,),
+        "clip_encodings": (clip_dim,),
         "mean": (latent_channels, None, None),
         "logvar": (latent_channels, None, None),
     }
@@ -183,10 +185,10 @@ def rows(split: Encodings, indices: np.ndarray, *, t5_dim: int, latent_channels:
     return stacked
 
 
-def empty_encodings(folder: Path, *, t5_dim: int) -> tuple[np.ndarray, np.ndarray]:
+def empty_encodings(folder: Path, *, t5_dim: int, clip_dim: int = 768) -> tuple[np.ndarray, np.ndarray]:
     """(T5, CLIP) encodings of the empty caption, as float32: ``t5_empty.npy[0]`` and ``clip_empty.npy[0]``."""
     out = []
-    for name, tail in ((T5_EMPTY, (t5_dim,)), (CLIP_EMPTY, (768,))):
+    for name, tail in ((T5_EMPTY, (t5_dim,)), (CLIP_EMPTY, (clip_dim,))):
         path = folder / name
         try:
             arr = np.load(path, allow_pickle=False)

@@ -14,10 +14,11 @@ import torch
 from trainperf import seeds
 from trainperf.contract.workload import Workload
 from trainperf.workloads.common.fsdp import copy_into, shard_units
-from trainperf.workloads.flux1 import flow, reference
+from trainperf.workloads.flux1 import flow, glyphs, mini, pictures, reference
 from trainperf.workloads.flux1 import model as flux_model
 
 EVAL_BATCH = 16  # the reference's eval.batch_size (job_config.py)
+MINI_EVAL_BATCH = 128  # the mini's: a CPU scores larger batches faster (the loss is each sample's own)
 EVAL_NOISE = 8  # the key of the validation samples' noise streams: (seed, STREAM_DATA, EVAL_NOISE, sample)
 T5_LEN, LATENT = 256, (16, 32, 32)  # a synthetic batch's shapes: the reference's (256 x 256 images)
 Batch = dict[str, torch.Tensor]
@@ -40,18 +41,26 @@ class FluxWorkload(Workload):
         self.files: reference.Files | None = None
         self.train: reference.Encodings | None = None
         self.valid: reference.Encodings | None = None
-        self.empty = (torch.zeros(T5_LEN, self.args.joint_attention_dim), torch.zeros(768))  # a dry run reads none
+        a = self.args
+        self.empty = (torch.zeros(T5_LEN, a.joint_attention_dim), torch.zeros(a.pooled_projection_dim))  # dry run
         self.noise_gen: torch.Generator | None = None
+        self.is_mini = self.spec.scale == "mini"
+        # the autoencoder's shift and scale: FLUX.1's, or the mini's exact pixel "autoencoder" (mini.py)
+        self.shift_scale = (mini.SHIFT, mini.SCALE) if self.is_mini else (flow.AE_SHIFT, flow.AE_SCALE)
+        self.eval_batch = MINI_EVAL_BATCH if self.is_mini else EVAL_BATCH
 
     # --- files -----------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Untimed: both save_to_disk folders found, their Arrow files mapped and their columns checked (no encoding
         decoded), the empty encodings read."""
-        self.files = reference.find(self.data_dir)
+        self.files = mini.files(self.data_dir) if self.is_mini else reference.find(self.data_dir)
         for folder, validation in ((self.files.train, False), (self.files.validation, True)):
             for path in reference.arrow_files(folder):
                 reference.open_table(path, validation=validation)
-        t5, clip = reference.empty_encodings(self.files.empty, t5_dim=self.args.joint_attention_dim)
+        a = self.args
+        t5, clip = reference.empty_encodings(
+            self.files.empty, t5_dim=a.joint_attention_dim, clip_dim=a.pooled_projection_dim
+        )
         self.empty = (torch.from_numpy(t5), torch.from_numpy(clip))
 
     def load_data(self) -> None:
@@ -131,13 +140,17 @@ class FluxWorkload(Workload):
         n = self.local_batch_size
         return {
             "t5": (0.1 * torch.randn(n, T5_LEN, self.args.joint_attention_dim, generator=g)).bfloat16(),
-            "clip": torch.randn(n, 768, generator=g).bfloat16(),
+            "clip": torch.randn(n, self.args.pooled_projection_dim, generator=g).bfloat16(),
             "mean": torch.randn(n, *LATENT, generator=g).bfloat16(),
             "logvar": torch.full((n, *LATENT), -6.0).bfloat16(),
         }
 
     def _batch(self, split: reference.Encodings, indices: np.ndarray) -> Batch:
-        got = reference.rows(split, indices, t5_dim=self.args.joint_attention_dim)
+        a = self.args
+        got = reference.rows(
+            split, indices, t5_dim=a.joint_attention_dim, clip_dim=a.pooled_projection_dim,
+            latent_channels=a.in_channels // (flow.PATCH * flow.PATCH),
+        )  # fmt: skip
         out = {k: _bf16(got[c]) for k, c in (("t5", "t5_encodings"), ("clip", "clip_encodings"))}
         out |= {k: _bf16(got[k]) for k in ("mean", "logvar")}
         if "timestep" in got:
@@ -170,7 +183,7 @@ class FluxWorkload(Workload):
         text of a sample dropped with probability ``classifier_free_guidance_prob``, MSE against noise - x_0."""
         b = {k: v.to(self.device, non_blocking=True).float() for k, v in batch.items()}
         g, shape = self._noise(), b["mean"].shape
-        x0 = flow.latent(b["mean"], b["logvar"], torch.randn(shape, generator=g, device=self.device))
+        x0 = flow.latent(b["mean"], b["logvar"], torch.randn(shape, generator=g, device=self.device), *self.shift_scale)
         noise = torch.randn(shape, generator=g, device=self.device)
         t = torch.rand(shape[0], generator=g, device=self.device)
         drop = torch.rand(shape[0], generator=g, device=self.device) < self.recipe.classifier_free_guidance_prob
@@ -195,7 +208,7 @@ class FluxWorkload(Workload):
         """Each validation sample's loss at its own timestep k / 8 (the reference's eval_step)."""
         b = {k: v.to(self.device).float() for k, v in batch.items() if k != "timestep"}
         eps, noise = self._eval_draws(indices, tuple(b["mean"].shape[1:]))
-        x0 = flow.latent(b["mean"], b["logvar"], eps)
+        x0 = flow.latent(b["mean"], b["logvar"], eps, *self.shift_scale)
         t = batch["timestep"].to(self.device).float() / flow.VALIDATION_TIMESTEPS
         pred = flow.predict(model, flow.noised(x0, noise, t), t, b["t5"], b["clip"])
         return flow.sample_losses(pred, flow.velocity(x0, noise))
@@ -212,10 +225,10 @@ class FluxWorkload(Workload):
         shard = self.dist.shard(len(self.valid))
         # Every rank takes as many forward passes as the largest shard needs: FSDP gathers each block's shards from
         # all ranks, so a rank with one sample fewer scores sample 0 once more and drops it.
-        passes = math.ceil(self.dist.longest_shard(len(self.valid)) / EVAL_BATCH)
+        passes = math.ceil(self.dist.longest_shard(len(self.valid)) / self.eval_batch)
         for n in range(passes):
-            start = shard.start + n * EVAL_BATCH
-            idx = np.arange(start, min(start + EVAL_BATCH, shard.stop))
+            start = shard.start + n * self.eval_batch
+            idx = np.arange(start, min(start + self.eval_batch, shard.stop))
             if not len(idx):
                 self.timestep_losses(model, self._batch(self.valid, np.array([0])), np.array([0]))
                 continue
@@ -242,6 +255,17 @@ class FluxWorkload(Workload):
         loss = float(self.timestep_losses(model, batch, idx).mean())
         model.train()
         return {"eval_loss": loss}
+
+    # --- pictures --------------------------------------------------------------------------------------
+    def snapshot(self, model: torch.nn.Module) -> Any | None:
+        """The mini's weights at an evaluation (7 MB), for the grid drawn after the run; the reference draws none."""
+        return pictures.weights(model) if self.is_mini and not self.smoke else None
+
+    def pictures(self, snapshots: list[tuple[float, Any]]) -> bytes | None:
+        """The mini's images of fixed captions at each evaluation (pictures.py), drawn after ``run_stop``."""
+        assert self.files is not None
+        encoder = glyphs.TextEncoder.load(self.files.train.parent / mini.ENCODER)
+        return pictures.grid(self.args, snapshots, encoder, self.config.seed)
 
 
 def lr_policy(warmup: int):
