@@ -10,6 +10,7 @@
     python benchmarks/metric_error.py gpt_oss_20b
     python benchmarks/metric_error.py deepseekv3_671b
     python benchmarks/metric_error.py llama2_70b_lora
+    python benchmarks/metric_error.py flux1
 
 One run of the default mini recipe goes through the real harness (``execute_run``, the code `trainperf run`
 uses) with the spec's own target, so it stops at the first evaluation that reaches the target: the deciding
@@ -67,6 +68,7 @@ PER_IMAGE = {
     "gpt_oss_20b": "sequence_losses",  # llama31_8b's evaluation, on the mixture-of-experts decoder
     "deepseekv3_671b": "sequence_losses",  # the same, on its decoder continued from the starting checkpoint
     "llama2_70b_lora": "summary_losses",  # each validation page's loss on its summary
+    "flux1": "sample_losses",  # each validation image's loss at its own timestep
 }
 Metric = Callable[[np.ndarray], dict[str, float]]  # evaluation-image indices (with repeats) -> fields
 
@@ -135,6 +137,18 @@ def mean_loss_metric(losses: np.ndarray) -> tuple[int, Metric]:
     """llama2_70b_lora: validation sequences are resampled; the evaluation loss is the mean of their losses."""
     each = np.asarray(losses, dtype=np.float64)
     return len(each), lambda draw: {"eval_loss": float(each[draw].mean())}
+
+
+def timestep_mean_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
+    """flux1: validation images are resampled; the loss is the mean over the 8 timesteps of each one's mean."""
+    losses, steps = outcomes
+    k = int(steps.max()) + 1
+
+    def metric(draw: np.ndarray) -> dict[str, float]:
+        sums = np.bincount(steps[draw], losses[draw], minlength=k)
+        return {"eval_loss": float((sums / np.bincount(steps[draw], minlength=k)).mean())}
+
+    return len(losses), metric
 
 
 def wer_metric(outcomes: tuple[np.ndarray, np.ndarray]) -> tuple[int, Metric]:
@@ -255,6 +269,8 @@ def main() -> int:
         n, metric = log_perplexity_metric(outcomes)
     elif a.benchmark == "llama2_70b_lora":
         n, metric = mean_loss_metric(outcomes)
+    elif a.benchmark == "flux1":
+        n, metric = timestep_mean_metric(outcomes)
     else:
         n, metric = map_metric(workload, outcomes, a.check, console)
     whole = metric(np.arange(n))

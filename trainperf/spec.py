@@ -179,6 +179,9 @@ class BenchmarkSpec:
     # Bootstrap standard error over evaluation samples of the headline metric, measured at the target by
     # benchmarks/metric_error.py (the workload's README says how); None: not measured.
     metric_se: float | None = None
+    # Keys an official rule file asks for beside eval_accuracy, each logged with the same value and metadata at every
+    # evaluation (a round's open file naming the metric otherwise).
+    eval_logged_also_as: tuple[str, ...] = ()
     # Added to the epoch_num of every evaluation, as MLPerf asks the benchmark to report epochs for its RCPs
     # (training_rules.adoc, "To extract submission convergence points": DLRM "1 + Epoch / 20.0 (1.05, 1.1,
     # 1.15...)"); progress itself is counted from 0.

@@ -39,10 +39,10 @@ def test_a_short_mini_run_learns_draws_and_the_report_shows_its_pictures(tmp_pat
     out = tmp_path / "out"
     r = trainperf("run", "flux1", "--seed", SEED, "--set", f"max_steps={SHORT_STEPS}", "--out", out,
                   "--data-dir", data_dir)  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout + r.stderr  # the shortened budget ends it before the target: no score
     [log] = list((out / "results").rglob("result_0.txt"))
     run = parse_run(log)
-    assert run.status == "aborted"  # the shortened budget ends it before the target
+    assert run.status == "aborted" and "progress budget" in (out / "summary.json").read_text()
     untrained = mini.read_manifest(data_dir)["untrained_loss"]
     [(_, samples, loss)] = run.curve
     assert samples == SHORT_STEPS * 32 and loss < untrained - 1.0, (loss, untrained)  # about 1.93 -> 0.45
@@ -88,6 +88,10 @@ def test_a_mini_run_log_passes_the_checker_by_the_6_1_rules_and_the_target_decid
     assert first["submission_benchmark"] == "flux1" and first["trainperf_scale"] == "mini"
     assert (first["global_batch_size"], first["opt_adamw_weight_decay"]) == (32, 0.1)
     assert (first["train_samples"], first["eval_samples"]) == (MINI.train_samples, MINI.eval_samples)
+    # open_flux1.yaml's averaged_validation_loss beside every eval_accuracy, the same value and samples_count
+    evals = [(r["value"], r["metadata"]["samples_count"]) for r in records if r.get("key") == "eval_accuracy"]
+    assert evals == [(r["value"], r["metadata"]["samples_count"]) for r in records
+                     if r.get("key") == "averaged_validation_loss"]  # fmt: skip
     res = check_log(MINI_LOG)
     assert res.passed and res.ruleset == "6.1.0" and res.scale == "mini", res.problems
     checked = trainperf("check", MINI_LOG, timeout=300)

@@ -433,7 +433,8 @@ class _Run:
             self.snapshots.append((point, snap))
         self.inside += time.perf_counter() - t
         log.end(constants.EVAL_STOP, metadata=where)
-        log.event(constants.EVAL_ACCURACY, value=spec.logged_value(value), metadata=where)
+        for key in (constants.EVAL_ACCURACY, *spec.eval_logged_also_as):  # the same value under each key asked for
+            log.event(key, value=spec.logged_value(value), metadata=where)
         details = {k: v for k, v in value.items() if k not in dict(spec.fields)}
         if details:  # what else the evaluation measured (minigo: games, wins per colour, disagreements)
             log.event(EVAL_DETAILS, value=details, metadata={"epoch_num": num})

@@ -4,8 +4,11 @@ reference: the FLUX.1-schnell transformer (19 double-stream and 38 single-stream
 11.89 B parameters) trained from the reference's initialization on 1,099,776 CC12M samples whose T5, CLIP and
 autoencoder encodings the reference's preprocessing stored, AdamW (0.9, 0.95, ε 1e-8, weight decay 0.1), clip 1.0, a
 linear warm-up then a constant rate; validation loss over 8 fixed timesteps on 29,696 COCO-2014 samples <= 0.586,
-evaluated every CEIL(262,144 / batch) x batch samples. The mini scale (a small rectified-flow transformer on captioned
-images made offline) is not implemented yet. Pure data: no torch.
+evaluated every CEIL(262,144 / batch) x batch samples.
+mini: the same transformer at width 128 (2 + 2 blocks) trained from scratch with the same rectified flow on captioned
+glyph images that ``trainperf data prepare flux1`` draws and stores in the reference's preprocessed layout (``mini.py``,
+``glyphs.py``); the same 8-timestep validation loss; target set by measurement (README.md beside this file). Pure data:
+no torch.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ HPARAM_KEYS = (
     "opt_gradient_clip_norm",
     "evaluation_frequency",
 )
+# training_6.1.0/open_flux1.yaml (mlperf-logging 4.1.68) asks an open log for at least one averaged_validation_loss line
+# with samples_count (its note: the metric's official name is still to be updated); closed_flux1.yaml reads
+# eval_accuracy. Both are logged, with the same value, so that a log of either division passes the official checker.
+ALSO_LOGGED_AS = ("averaged_validation_loss",)
 EVAL_EVERY = 262_144  # samples (training_rules.adoc, "Evaluation frequency": Flux.1, every 262,144 samples)
 
 
@@ -93,6 +100,7 @@ REFERENCE = BenchmarkSpec(
     max_progress=lambda r: float(r.max_steps * r.global_batch_size),  # training.steps: the reference stops there
     max_minutes=24 * 60.0,
     hparam_keys=HPARAM_KEYS,
+    eval_logged_also_as=ALSO_LOGGED_AS,
     target_source="MLPerf Training 6.1 rules (training_6.1.0/closed_flux1.yaml)",
     train_samples=1_099_776,  # the reference's mlperf_logging.py: TRAIN_SAMPLES
     eval_samples=29_696,  # mlperf_logging.py: EVAL_SAMPLES
@@ -105,7 +113,7 @@ MINI_RECIPE = FluxRecipe(
     global_batch_size=32,
     opt_base_learning_rate=3e-3,
     opt_learning_rate_warmup_steps=50,
-    max_steps=1000,
+    max_steps=800,
     model_flavour="mini",
     activation_checkpointing=False,
 )
@@ -120,7 +128,7 @@ MINI = BenchmarkSpec(
     "what they show, in the reference's preprocessed layout: a fixed text encoder's 8 x 64 sequence and pooled "
     "vector, the exact pixel autoencoder's 12 x 16 x 16 latent",
     metric="eval_loss",
-    target=0.24,
+    target=0.24,  # calibrated, 10 of 10 seeds (README.md): untrained 1.93; the text ignored, 0.2529 after the budget
     higher_is_better=False,
     metric_is_fraction=False,
     runs_required=10,
@@ -130,7 +138,9 @@ MINI = BenchmarkSpec(
     max_progress=lambda r: float(r.max_steps * r.global_batch_size),
     max_minutes=MINI_RUNAWAY_MINUTES,
     hparam_keys=HPARAM_KEYS,
+    eval_logged_also_as=ALSO_LOGGED_AS,
     target_source="measured: README.md beside flux1/workload.py",
+    metric_se=0.0019,  # benchmarks/metric_error.py flux1: 0.2363 at 22,400 samples, seed 100001, B = 1000
     train_samples=5455,  # the prepared training images (mini.py)
     eval_samples=497,
 )

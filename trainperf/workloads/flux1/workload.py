@@ -21,6 +21,7 @@ EVAL_BATCH = 16  # the reference's eval.batch_size (job_config.py)
 MINI_EVAL_BATCH = 128  # the mini's: a CPU scores larger batches faster (the loss is each sample's own)
 EVAL_NOISE = 8  # the key of the validation samples' noise streams: (seed, STREAM_DATA, EVAL_NOISE, sample)
 T5_LEN, LATENT = 256, (16, 32, 32)  # a synthetic batch's shapes: the reference's (256 x 256 images)
+MINI_LATENT = (mini.LATENT_CHANNELS, 16, 16)  # the mini's (32 x 32 images)
 Batch = dict[str, torch.Tensor]
 
 
@@ -128,7 +129,7 @@ class FluxWorkload(Workload):
         out = super().hparams()
         out.update(
             opt_gradient_clip_norm=r.clip_grad_norm,
-            evaluation_frequency=r.evaluation_frequency,
+            evaluation_frequency=int(self.spec.interval(r)),  # the reference: CEIL(262,144 / batch) x batch
             trainperf_model_flavour=self.flavour,  # "debug" where a CPU check ran the transformer at a toy width
             trainperf_classifier_free_guidance_prob=r.classifier_free_guidance_prob,
         )
@@ -137,12 +138,13 @@ class FluxWorkload(Workload):
     # --- training ----------------------------------------------------------------------------------------
     def synthetic_batch(self) -> Batch:
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
-        n = self.local_batch_size
+        n, a = self.local_batch_size, self.args
+        t5_len, latent = (glyphs.TEXT_TOKENS, MINI_LATENT) if self.is_mini else (T5_LEN, LATENT)
         return {
-            "t5": (0.1 * torch.randn(n, T5_LEN, self.args.joint_attention_dim, generator=g)).bfloat16(),
-            "clip": torch.randn(n, self.args.pooled_projection_dim, generator=g).bfloat16(),
-            "mean": torch.randn(n, *LATENT, generator=g).bfloat16(),
-            "logvar": torch.full((n, *LATENT), -6.0).bfloat16(),
+            "t5": (0.1 * torch.randn(n, t5_len, a.joint_attention_dim, generator=g)).bfloat16(),
+            "clip": torch.randn(n, a.pooled_projection_dim, generator=g).bfloat16(),
+            "mean": torch.randn(n, *latent, generator=g).bfloat16(),
+            "logvar": torch.full((n, *latent), -6.0).bfloat16(),
         }
 
     def _batch(self, split: reference.Encodings, indices: np.ndarray) -> Batch:
@@ -214,14 +216,12 @@ class FluxWorkload(Workload):
         return flow.sample_losses(pred, flow.velocity(x0, noise))
 
     @torch.no_grad()
-    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
-        """The validation loss: each rank scores its shard once, losses summed per timestep over all ranks, then the
-        mean over the 8 timesteps of each one's mean (the reference README's algorithm); each timestep's mean is
-        logged beside it."""
+    def sample_losses(self, model: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's validation samples' losses, each at its own timestep, and their timestep indices (its shard,
+        scored once)."""
         assert self.valid is not None
         model.eval()
-        k = flow.VALIDATION_TIMESTEPS
-        sums, counts = torch.zeros(k, dtype=torch.float64), torch.zeros(k, dtype=torch.float64)
+        losses, steps = [np.zeros(0)], [np.zeros(0, dtype=np.int64)]
         shard = self.dist.shard(len(self.valid))
         # Every rank takes as many forward passes as the largest shard needs: FSDP gathers each block's shards from
         # all ranks, so a rank with one sample fewer scores sample 0 once more and drops it.
@@ -233,10 +233,20 @@ class FluxWorkload(Workload):
                 self.timestep_losses(model, self._batch(self.valid, np.array([0])), np.array([0]))
                 continue
             batch = self._batch(self.valid, idx)
-            losses = self.timestep_losses(model, batch, idx).double().cpu()
-            sums.index_add_(0, batch["timestep"], losses)
-            counts.index_add_(0, batch["timestep"], torch.ones(len(idx), dtype=torch.float64))
+            losses.append(self.timestep_losses(model, batch, idx).double().cpu().numpy())
+            steps.append(batch["timestep"].numpy())
         model.train()
+        return np.concatenate(losses), np.concatenate(steps)
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
+        """The validation loss: each rank scores its shard once, losses summed per timestep over all ranks, then the
+        mean over the 8 timesteps of each one's mean (the reference README's algorithm); each timestep's mean is
+        logged beside it."""
+        assert self.valid is not None
+        k = flow.VALIDATION_TIMESTEPS
+        losses, steps = self.sample_losses(model)
+        sums, counts = np.bincount(steps, losses, minlength=k), np.bincount(steps, minlength=k).astype(np.float64)
         total = torch.tensor(self.dist.all_reduce([*sums.tolist(), *counts.tolist()]), dtype=torch.float64)
         sums, counts = total[:k], total[k:]
         if counts.sum() != len(self.valid):
