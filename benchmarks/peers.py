@@ -51,6 +51,16 @@ something. The peers:
   ``peft.get_peft_model`` with the recipe's LoRA (rank, alpha, dropout) on its q, k, v and output projections, trained
   on the same batches with the same AdamW over the adapters, schedule and clip, its own loss from the same -100
   labels; samples/s.
+- flux1: diffusers' ``FluxTransformer2DModel`` of the mini's configuration (the same width, blocks, heads, RoPE axes,
+  input, text and pooled widths; diffusers' own initialization) trained the way diffusers' FLUX examples train it
+  (``examples/dreambooth/train_dreambooth_flux.py``): the latent drawn from the cached posterior
+  (``DiagonalGaussianDistribution.sample``), shifted and scaled, timesteps from
+  ``compute_density_for_timestep_sampling`` (uniform) looked up in ``FlowMatchEulerDiscreteScheduler``'s table with
+  their sigmas, ``(1 - sigma) x0 + sigma noise`` packed by ``FluxPipeline._pack_latents`` with
+  ``_prepare_latent_image_ids``, the prediction unpacked and scored against ``noise - x0`` with
+  ``compute_loss_weighting_for_sd3``'s (uniform) weights; the recipe's AdamW, diffusers' ``constant_with_warmup``
+  schedule, ``clip_grad_norm_``, a plain loop on the same batches; samples/s. The peer drops no caption (the example
+  has no such option); trainperf's side drops one sample's text in ten, as the reference does.
 - minigo: self-play as a straightforward implementation plays it: one game at a time in one process, each
   network call evaluating the one position the search asks for (trainperf's own search and Go rules, so
   only the batching and the worker processes differ); trainperf's side is a run's self-play (the workload's
@@ -101,12 +111,12 @@ from peers_llm import hf_causal_loss, hf_deepseek, hf_gpt_oss, hf_llama  # noqa:
 
 KEYS = (
     "resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "llama31_8b", "gpt_oss_20b",
-    "deepseekv3_671b", "llama2_70b_lora",
+    "deepseekv3_671b", "llama2_70b_lora", "flux1",
 )  # fmt: skip
 # Timed steps per repetition when --steps is not given: each workload's pair takes 30-70 s at 3 repeats here.
 DEFAULT_STEPS = {
     "resnet": 30, "ssd": 10, "maskrcnn": 10, "unet3d": 12, "rnnt": 20, "bert": 15, "dlrm": 200, "minigo": 16,
-    "llama31_8b": 10, "gpt_oss_20b": 10, "deepseekv3_671b": 10, "llama2_70b_lora": 20,
+    "llama31_8b": 10, "gpt_oss_20b": 10, "deepseekv3_671b": 10, "llama2_70b_lora": 20, "flux1": 20,
 }  # fmt: skip
 CACHED_BATCHES = 8  # batches drawn once and cycled by both sides
 
@@ -421,6 +431,101 @@ def lora_pair() -> Pair:
     return Pair("samples/s", batch, ours, peer, "transformers LlamaForCausalLM + peft LoRA, plain loop", close=w.close)
 
 
+# --- flux1: diffusers' flow-matching training, as its FLUX examples write it ----------------------------------
+def diffusers_flux(args) -> nn.Module:
+    """diffusers' ``FluxTransformer2DModel`` of the flavour ``args`` (a ``FluxArgs``), its own initialization."""
+    from diffusers import FluxTransformer2DModel
+
+    return FluxTransformer2DModel(patch_size=1, out_channels=None, **dataclasses.asdict(args))
+
+
+def diffusers_flow_loss(
+    shift: float, scale: float, vae_scale_factor: int, generator: torch.Generator | None = None
+) -> Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]:
+    """The loss of diffusers' ``train_dreambooth_flux.py`` on a batch of cached posteriors (``mean``, ``logvar``) and
+    text encodings (``t5``, ``clip``): the latent sampled, shifted and scaled by the autoencoder's factors, uniform
+    timesteps from the scheduler's table, their sigmas looked up one by one (the example's ``get_sigmas``), the noised
+    latent packed, the prediction unpacked, the weighted squared error against ``noise - x0``. Every draw comes from
+    ``generator`` (the example's ``randn_like`` takes none) so that a test can replay them."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+    from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
+    from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
+
+    scheduler = FlowMatchEulerDiscreteScheduler()  # FLUX.1-schnell's: 1,000 timesteps, shift 1, no dynamic shifting
+
+    def get_sigmas(timesteps: torch.Tensor, n_dim: int, dtype: torch.dtype) -> torch.Tensor:
+        sigmas = scheduler.sigmas.to(dtype=dtype)
+        step_indices = [(scheduler.timesteps == t).nonzero().item() for t in timesteps]
+        sigma = sigmas[step_indices].flatten()
+        while len(sigma.shape) < n_dim:
+            sigma = sigma.unsqueeze(-1)
+        return sigma
+
+    def loss(model: nn.Module, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        posterior = DiagonalGaussianDistribution(torch.cat([b["mean"], b["logvar"]], dim=1).float())
+        model_input = (posterior.sample(generator) - shift) * scale
+        bsz, channels, height, width = model_input.shape
+        noise = torch.randn(model_input.shape, generator=generator, dtype=model_input.dtype)
+        u = compute_density_for_timestep_sampling(weighting_scheme="none", batch_size=bsz, generator=generator)
+        indices = (u * scheduler.config.num_train_timesteps).long()
+        timesteps = scheduler.timesteps[indices]
+        sigmas = get_sigmas(timesteps, model_input.ndim, model_input.dtype)
+        noisy_model_input = (1.0 - sigmas) * model_input + sigmas * noise
+        packed = FluxPipeline._pack_latents(noisy_model_input, bsz, channels, height, width)
+        img_ids = FluxPipeline._prepare_latent_image_ids(bsz, height // 2, width // 2, packed.device, packed.dtype)
+        prompt_embeds = b["t5"].float()
+        txt_ids = torch.zeros(prompt_embeds.shape[1], 3)
+        model_pred = model(
+            hidden_states=packed, timestep=timesteps / 1000, guidance=None, pooled_projections=b["clip"].float(),
+            encoder_hidden_states=prompt_embeds, txt_ids=txt_ids, img_ids=img_ids, return_dict=False,
+        )[0]  # fmt: skip
+        model_pred = FluxPipeline._unpack_latents(
+            model_pred, height * vae_scale_factor, width * vae_scale_factor, vae_scale_factor
+        )
+        weighting = compute_loss_weighting_for_sd3(weighting_scheme="none", sigmas=sigmas)
+        target = noise - model_input
+        return torch.mean((weighting.float() * (model_pred.float() - target.float()) ** 2).reshape(bsz, -1), 1).mean()
+
+    return loss
+
+
+def flux_pair() -> Pair:
+    """trainperf's mini flux1 step (its transformer with the reference's initialization, its rectified flow) against
+    diffusers' ``FluxTransformer2DModel`` of the same configuration trained as diffusers' FLUX examples train it
+    (:func:`diffusers_flow_loss`), with the recipe's AdamW, diffusers' ``constant_with_warmup`` schedule of the
+    recipe's warm-up and ``clip_grad_norm_``, a plain loop on the same batches. Samples/s; both sides' parameter
+    counts in the note."""
+    from diffusers.optimization import get_scheduler
+
+    from trainperf.workloads.flux1 import mini
+
+    w = workload("flux1")
+    next_batch = cached(w)
+    samples = lambda b: float(b["mean"].shape[0])  # noqa: E731
+    seed_everything(0)
+    ours_model = w.parallelize(w.build_model())
+    stepper = stepper_for(w, ours_model)
+    ours = stepping(lambda b: stepper.step([b]), next_batch, samples)
+    seed_everything(0)
+    model = diffusers_flux(w.args)
+    model.train()
+    r = w.recipe
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=r.opt_base_learning_rate, betas=(r.opt_adamw_beta_1, r.opt_adamw_beta_2),
+        eps=r.opt_adamw_epsilon, weight_decay=r.opt_adamw_weight_decay,
+    )  # fmt: skip
+    sched = get_scheduler("constant_with_warmup", opt, num_warmup_steps=r.opt_learning_rate_warmup_steps)
+    loss = diffusers_flow_loss(mini.SHIFT, mini.SCALE, mini.BLOCK, torch.Generator().manual_seed(0))
+    peer = stepping(plain_step(model, opt, sched, loss, r.clip_grad_norm), next_batch, samples)
+    counts = [sum(p.numel() for p in m.parameters()) for m in (ours_model, model)]
+    note = f"parameters: trainperf {counts[0]:,}, peer {counts[1]:,}"
+    print(f"  flux1: {note}", file=sys.stderr)
+    shape = " x ".join(map(str, next_batch()["mean"].shape[1:]))
+    batch = f"{w.local_batch_size} latents {shape}"
+    name = "diffusers FluxTransformer2DModel, its examples' flow matching, plain loop"
+    return Pair("samples/s", batch, ours, peer, name, note=note, close=w.close)
+
+
 # --- dlrm: the reference repository's layout ----------------------------------------------------------------
 class PlainDLRM(nn.Module):
     """The reference repository's DLRM layout: one EmbeddingBag per table, looked up table by table."""
@@ -616,6 +721,7 @@ BUILDERS: dict[str, Callable[[], Pair]] = {
     "gpt_oss_20b": gpt_oss_pair,
     "deepseekv3_671b": deepseek_pair,
     "llama2_70b_lora": lora_pair,
+    "flux1": flux_pair,
 }
 
 

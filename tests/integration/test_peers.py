@@ -183,3 +183,49 @@ def test_the_deepseek_row(peers, data_dir, tmp_path, capsys):
         f"{r['peer']['median']:.1f}",
         f"{r['ratio']:.2f}",
     ]
+
+
+def test_the_flux_peer_has_the_minis_sizes_and_trains_the_same_objective(peers):
+    """diffusers' FluxTransformer2DModel built from the mini flavour has trainperf's parameter count, and the loss the
+    peer computes as diffusers' FLUX examples do (posterior sample, scheduler sigmas, packing, unpacking) equals
+    trainperf's rectified flow (flow.py) on the same draws: the same posterior noise, noise and timesteps."""
+    from trainperf.workloads.flux1 import flow, mini
+    from trainperf.workloads.flux1 import model as flux_model
+
+    args = flux_model.FLAVOURS["mini"]
+    torch.manual_seed(0)
+    hf = peers.diffusers_flux(args).eval()
+    assert sum(p.numel() for p in hf.parameters()) == sum(p.numel() for p in flux_model.build(args).parameters())
+    assert sum(p.numel() for p in hf.parameters()) == 1_810_096  # the spec's count
+    n, shape = 3, (3, 12, 16, 16)
+    batch = {
+        "t5": torch.randn(n, 8, 64).bfloat16(),
+        "clip": torch.randn(n, 64).bfloat16(),
+        "mean": torch.rand(shape).bfloat16(),
+        "logvar": torch.full(shape, mini.LOGVAR + 8).bfloat16(),  # a wide posterior: its draw shows in the loss
+    }
+    loss = peers.diffusers_flow_loss(mini.SHIFT, mini.SCALE, mini.BLOCK, torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        got = float(loss(hf, batch))
+        g = torch.Generator().manual_seed(5)
+        eps, noise, u = torch.randn(shape, generator=g), torch.randn(shape, generator=g), torch.rand(n, generator=g)
+        t = 1 - (u * 1000).long() / 1000  # the scheduler's sigma at the drawn index: 1, 0.999, ..., 0.001
+        b = {k: v.float() for k, v in batch.items()}
+        x0 = flow.latent(b["mean"], b["logvar"], eps, mini.SHIFT, mini.SCALE)
+        pred = flow.predict(hf, flow.noised(x0, noise, t), t, b["t5"], b["clip"])
+        expected = float(flow.sample_losses(pred, flow.velocity(x0, noise)).mean())
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert expected > 0.5  # the model's output is not zero: the prediction takes part
+
+
+def test_the_flux1_row(peers, data_dir, tmp_path, capsys):
+    """flux1's row: trainperf's mini step beside diffusers' FLUX training of the same parameter count, in samples/s."""
+    out = tmp_path / "peers.json"
+    assert peers.main(["flux1", "--steps", "2", "--repeats", "1", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())["workloads"]["flux1"]
+    assert r["unit"] == "samples/s" and r["batch"] == "32 latents 12 x 16 x 16" and "diffusers" in r["peer_name"]
+    assert r["note"] == "parameters: trainperf 1,810,096, peer 1,810,096"
+    assert r["trainperf"]["median"] > 0 and r["peer"]["median"] > 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("flux1 ")]
+    assert row.split()[1:5] == ["samples/s", f"{r['trainperf']['median']:.1f}", f"{r['peer']['median']:.1f}",
+                                f"{r['ratio']:.2f}"]  # fmt: skip

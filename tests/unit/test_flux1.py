@@ -91,6 +91,28 @@ def test_reader_decodes_the_references_serialization(tmp_path):
     assert np.array_equal(got["clip_encodings"][0], bits) and got["timestep"].tolist() == [2, 0]
 
 
+def test_a_header_seen_before_is_not_parsed_again_and_reads_the_same_values():
+    """decode's cached headers: the second array of a header is numpy's own reading of it, value for value (C and
+    Fortran order, version 2 headers), and a payload cut short under a known header is still refused as np.load
+    refuses it."""
+    rng = np.random.default_rng(1)
+    for version, order in (((1, 0), "C"), ((2, 0), "F")):
+        arrays = [np.asarray(rng.integers(0, 2**16, (3, 5)), dtype=np.uint16, order=order) for _ in range(2)]
+        blobs = []
+        for a in arrays:
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, a, version=version)
+            blobs.append(buf.getvalue())
+        first = reference.decode(blobs[0], "x", (3, None))
+        assert reference._cached(blobs[1]) is not None  # the first read kept the header
+        second = reference.decode(blobs[1], "x", (3, None))
+        for blob, got in ((blobs[0], first), (blobs[1], second)):
+            want = np.load(io.BytesIO(blob))
+            assert got.dtype == want.dtype and np.array_equal(got, want) and got.flags.f_contiguous == (order == "F")
+        with pytest.raises(DataError, match="x: not a .npy array"):
+            reference.decode(blobs[1][:-2], "x", (3, None))
+
+
 def test_bad_files_are_refused_naming_file_and_field(tmp_path):
     rows = _rows(2)
     rows["mean"][1] = fixture.to_npy_bytes(np.zeros((16, 32)))  # a 2-D posterior

@@ -142,12 +142,56 @@ def load(folder: Path, *, validation: bool) -> Encodings:
     return Encodings(folder, paths, tables, starts, steps)
 
 
+# The parsed header of each distinct ``.npy`` header seen (its bytes -> dtype, shape, Fortran order): rows of one
+# split share a few headers, and ``np.load`` parses each one anew (its header is a Python literal: about two thirds of
+# a mini batch's read). At most HEADER_CACHE of them are kept.
+_HEADERS: dict[bytes, tuple[np.dtype, tuple[int, ...], bool]] = {}
+HEADER_CACHE = 256
+
+
+def _cached(data: bytes) -> np.ndarray | None:
+    """The array of ``data`` read with a header parsed before (the same bytes, the same values as ``np.load``), or
+    None where its header is new or its payload is not the header's size (``np.load`` then reads it, or says why
+    not)."""
+    if len(data) < 10 or not data.startswith(b"\x93NUMPY"):
+        return None
+    n = 10 + int.from_bytes(data[8:10], "little") if data[6] == 1 else 12 + int.from_bytes(data[8:12], "little")
+    head = _HEADERS.get(data[:n])
+    if head is None:
+        return None
+    dtype, shape, fortran = head
+    count = int(np.prod(shape, dtype=np.int64))
+    if len(data) - n != count * dtype.itemsize:
+        return None
+    return np.frombuffer(data, dtype=dtype, count=count, offset=n).reshape(shape, order="F" if fortran else "C")
+
+
+def _remember(data: bytes) -> None:
+    """Keep ``data``'s header, parsed by numpy's own reader, for :func:`_cached`."""
+    if len(_HEADERS) >= HEADER_CACHE:
+        return
+    f = io.BytesIO(data)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        return
+    if not dtype.hasobject:
+        _HEADERS[data[: f.tell()]] = (dtype, tuple(shape), bool(fortran))
+
+
 def decode(data: bytes, where: str, shape: tuple[int | None, ...]) -> np.ndarray:
-    """One serialized array: a ``.npy`` of uint16 holding bf16 bits, of ``shape`` (None: any length)."""
-    try:
-        arr = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise DataError(f"{where}: not a .npy array ({e}); the file is corrupt or not the reference's") from None
+    """One serialized array: a ``.npy`` of uint16 holding bf16 bits, of ``shape`` (None: any length). A header seen
+    before is not parsed again (:func:`_cached`); the array is read-only."""
+    arr = _cached(data)
+    if arr is None:
+        try:
+            arr = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise DataError(f"{where}: not a .npy array ({e}); the file is corrupt or not the reference's") from None
+        _remember(data)
     if arr.dtype != np.uint16:
         raise DataError(f"{where}: dtype {arr.dtype}; the reference stores bf16 bits as uint16 (serialize_numpy_array)")
     if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape, strict=False)):
@@ -170,9 +214,9 @@ def rows(
     for i in indices:
         t, r = split.locate(int(i))
         row = split.tables[t].slice(r, 1)
+        key = row.column("__key__")[0].as_py()
         for c in ENCODINGS:
-            where = f"{split.paths[t]}: row {r} ({row.column('__key__')[0].as_py()!r}), {c}"
-            out[c].append(decode(row.column(c)[0].as_py(), where, shapes[c]))
+            out[c].append(decode(row.column(c)[0].as_py(), f"{split.paths[t]}: row {r} ({key!r}), {c}", shapes[c]))
     stacked = {}
     for c, arrays in out.items():
         if len({a.shape for a in arrays}) > 1:
