@@ -5,7 +5,9 @@ warm-up then a constant rate, and the validation loss over 8 fixed timesteps (fa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,11 +20,29 @@ from trainperf.workloads.flux1 import flow, glyphs, mini, pictures, reference
 from trainperf.workloads.flux1 import model as flux_model
 
 EVAL_BATCH = 16  # the reference's eval.batch_size (job_config.py)
-MINI_EVAL_BATCH = 128  # the mini's: a CPU scores larger batches faster (the loss is each sample's own)
 EVAL_NOISE = 8  # the key of the validation samples' noise streams: (seed, STREAM_DATA, EVAL_NOISE, sample)
 T5_LEN, LATENT = 256, (16, 32, 32)  # a synthetic batch's shapes: the reference's (256 x 256 images)
-MINI_LATENT = (mini.LATENT_CHANNELS, 16, 16)  # the mini's (32 x 32 images)
 Batch = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ScaleFacts:
+    """What differs between the scales, besides the network's size (``model.FLAVOURS``)."""
+
+    files: Callable[[Path], reference.Files]  # the checked folders: the reference's data, or the mini's glyphs
+    shift_scale: tuple[float, float]  # the autoencoder's: FLUX.1's, or the mini's exact pixel one (mini.py)
+    eval_batch: int
+    text_len: int  # a synthetic batch's caption tokens
+    latent: tuple[int, int, int]  # a synthetic batch's latent
+    draws: bool  # pictures of each evaluation (the reference's preprocessed route has no image decoder)
+
+
+SCALES = {
+    "reference": ScaleFacts(reference.find, (flow.AE_SHIFT, flow.AE_SCALE), EVAL_BATCH, T5_LEN, LATENT, False),
+    # a CPU scores larger evaluation batches faster (the loss is each sample's own); 32 x 32 images
+    "mini": ScaleFacts(mini.files, (mini.SHIFT, mini.SCALE), 128, glyphs.TEXT_TOKENS, (mini.LATENT_CHANNELS, 16, 16),
+                       True),
+}  # fmt: skip
 
 
 def _bf16(bits: np.ndarray) -> torch.Tensor:
@@ -42,19 +62,17 @@ class FluxWorkload(Workload):
         self.files: reference.Files | None = None
         self.train: reference.Encodings | None = None
         self.valid: reference.Encodings | None = None
+        self.facts = SCALES[self.spec.scale]
+        self.shift_scale, self.eval_batch = self.facts.shift_scale, self.facts.eval_batch
         a = self.args
-        self.empty = (torch.zeros(T5_LEN, a.joint_attention_dim), torch.zeros(a.pooled_projection_dim))  # dry run
+        self.empty = (torch.zeros(self.facts.text_len, a.joint_attention_dim), torch.zeros(a.pooled_projection_dim))
         self.noise_gen: torch.Generator | None = None
-        self.is_mini = self.spec.scale == "mini"
-        # the autoencoder's shift and scale: FLUX.1's, or the mini's exact pixel "autoencoder" (mini.py)
-        self.shift_scale = (mini.SHIFT, mini.SCALE) if self.is_mini else (flow.AE_SHIFT, flow.AE_SCALE)
-        self.eval_batch = MINI_EVAL_BATCH if self.is_mini else EVAL_BATCH
 
     # --- files -----------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Untimed: both save_to_disk folders found, their Arrow files mapped and their columns checked (no encoding
         decoded), the empty encodings read."""
-        self.files = mini.files(self.data_dir) if self.is_mini else reference.find(self.data_dir)
+        self.files = self.facts.files(self.data_dir)
         for folder, validation in ((self.files.train, False), (self.files.validation, True)):
             for path in reference.arrow_files(folder):
                 reference.open_table(path, validation=validation)
@@ -139,7 +157,7 @@ class FluxWorkload(Workload):
     def synthetic_batch(self) -> Batch:
         g = seeds.torch_generator(self.config.seed, seeds.STREAM_DATA, self.dist.rank)
         n, a = self.local_batch_size, self.args
-        t5_len, latent = (glyphs.TEXT_TOKENS, MINI_LATENT) if self.is_mini else (T5_LEN, LATENT)
+        t5_len, latent = self.facts.text_len, self.facts.latent
         return {
             "t5": (0.1 * torch.randn(n, t5_len, a.joint_attention_dim, generator=g)).bfloat16(),
             "clip": torch.randn(n, a.pooled_projection_dim, generator=g).bfloat16(),
@@ -269,7 +287,7 @@ class FluxWorkload(Workload):
     # --- pictures --------------------------------------------------------------------------------------
     def snapshot(self, model: torch.nn.Module) -> Any | None:
         """The mini's weights at an evaluation (7 MB), for the grid drawn after the run; the reference draws none."""
-        return pictures.weights(model) if self.is_mini and not self.smoke else None
+        return pictures.weights(model) if self.facts.draws and not self.smoke else None
 
     def pictures(self, snapshots: list[tuple[float, Any]]) -> bytes | None:
         """The mini's images of fixed captions at each evaluation (pictures.py), drawn after ``run_stop``."""
