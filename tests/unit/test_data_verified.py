@@ -166,3 +166,27 @@ def test_an_inverted_image_file_is_refused_before_run_start(tmp_path, mini_copy,
     assert "init_start" in keys and "run_start" not in keys
     assert resnet_mini.prepare_mini(mini_copy) == [path]  # the fix the message names repairs it
     assert resnet_mini.verify_mini(mini_copy, trust_cache=True) == []
+
+
+def test_a_manifest_checked_whole_lists_only_files_inside_its_folder(tmp_path):
+    """check_manifest: the settings must be the generator's, the files those asked for and inside the folder."""
+    import json
+
+    from trainperf.data.verified import check_manifest, sha256
+
+    (tmp_path / "a.bin").write_bytes(b"abc")
+    good = {"generator": "g1", "files": {"a.bin": {"bytes": 3, "sha256": sha256(tmp_path / "a.bin")}}}
+    path = tmp_path / "manifest.json"
+    for doc, names, problem in (
+        (good, ("a.bin",), None),
+        (good, None, None),
+        ({**good, "generator": "g0"}, None, "another generator version"),
+        (good, ("a.bin", "b.bin"), "does not list"),
+        ({**good, "files": {"../a.bin": good["files"]["a.bin"]}}, None, "does not list"),
+        ({**good, "files": {}}, None, "does not list"),
+    ):
+        path.write_text(json.dumps(doc))
+        got = check_manifest(path, "run it again", {"generator": "g1"}, names, trust_cache=False)
+        assert (got == []) if problem is None else (len(got) == 1 and problem in got[0]), (doc, got)
+    path.unlink()
+    assert "missing" in check_manifest(path, "run it again", {}, trust_cache=False)[0]

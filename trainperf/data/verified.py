@@ -49,6 +49,29 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_manifest(
+    path: Path, fix: str, header: Mapping[str, object], names: tuple[str, ...] | None = None, *, trust_cache: bool
+) -> list[str]:
+    """Problems with a generated data set (none: ready): its ``manifest.json`` at ``path`` read, its settings equal
+    to ``header``, its ``files`` listing exactly ``names`` (None: any files inside the folder), then every listed
+    file checked by :func:`check_files`."""
+    from trainperf.errors import DataError
+
+    try:
+        manifest = read_manifest(path, fix)
+    except DataError as e:
+        return [str(e).split(": run")[0]]
+    if {k: manifest.get(k) for k in header} != dict(header):
+        return [f"{path} was written by another generator version or settings"]
+    files = manifest.get("files")
+    listed = isinstance(files, dict) and all(isinstance(e, dict) for e in files.values())
+    inside = listed and all(not Path(n).is_absolute() and ".." not in Path(n).parts for n in files)
+    if not inside or not files or (names is not None and set(files) != set(names)):
+        return [f"{path} does not list the mini files"]
+    expected = {n: Expected(sha256=e.get("sha256", ""), size=e.get("bytes")) for n, e in files.items()}
+    return check_files(path.parent, expected, trust_cache=trust_cache)
+
+
 def read_manifest(path: Path, fix: str) -> dict:
     """A generated data set's ``manifest.json`` (a JSON object with a ``files`` object); a DataError that names
     the file and ends with ``fix`` (how to re-create it) when it is missing, unreadable or of another kind."""

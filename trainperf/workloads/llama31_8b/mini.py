@@ -64,18 +64,7 @@ def read_manifest(data_dir: Path) -> dict:
 
 def verify_mini(data_dir: Path, *, trust_cache: bool = False) -> list[str]:
     """Problems with the prepared files (none: ready)."""
-    root = mini_dir(data_dir)
-    try:
-        manifest = read_manifest(data_dir)
-    except DataError as e:
-        return [str(e).split(": run")[0]]
-    if {k: manifest.get(k) for k in _header()} != _header():
-        return [f"{root / MANIFEST} was written by another generator version or settings"]
-    files = manifest.get("files")
-    if not isinstance(files, dict) or set(files) != set(FILES):
-        return [f"{root / MANIFEST} does not list the mini files"]
-    expected = {n: verified.Expected(sha256=e.get("sha256", ""), size=e.get("bytes")) for n, e in files.items()}
-    return verified.check_files(root, expected, trust_cache=trust_cache)
+    return verified.check_manifest(mini_dir(data_dir) / MANIFEST, FIX, _header(), FILES, trust_cache=trust_cache)
 
 
 def train_tokenizer(texts: list[str]):
