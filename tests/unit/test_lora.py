@@ -191,3 +191,44 @@ def test_the_scored_positions_logits_give_the_loss_of_every_positions_logits():
     labels[1, 30:] = reference.IGNORE  # right padding takes no loss
     every = F.cross_entropy(model(ids[:, :-1]).flatten(0, 1), labels[:, 1:].flatten(), ignore_index=reference.IGNORE)
     assert causal_lm_loss(model, ids, labels).item() == pytest.approx(every.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_the_last_block_computed_at_the_scored_positions_alone_gives_the_full_blocks_numbers(window):
+    """With ``scored``, the decoder computes its last block's queries, attention, output projection and feed-forward
+    at the scored positions only: the logits and the adapters' gradients are those of the full forward's rows there,
+    whatever the positions (not contiguous, a row with none, a row with all), with or without a sliding window."""
+    import dataclasses
+
+    import peft
+
+    torch.manual_seed(0)
+    args = dataclasses.replace(DEBUG, sliding_window=window, window_layers=(1,) if window else ())
+    model = Decoder(args)
+    model.reset_parameters()
+    config = peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["qkv", "out"])
+    model = peft.inject_adapter_in_model(config, model)
+    for name, p in model.named_parameters():
+        p.requires_grad_("lora_" in name)
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, 0.0, 0.1)  # B starts at zero; the test wants the adapters to change the output
+    assert model.layers[-1].scored_at
+    ids = torch.randint(0, args.vocab_size, (4, 30))
+    scored = torch.zeros(4, 30, dtype=torch.bool)
+    scored[0, 20:] = True
+    scored[1, [2, 7, 8, 29]] = True
+    scored[3, :] = True  # row 2 scores nothing
+    target = torch.randn(int(scored.sum()), args.vocab_size)
+
+    def run(**kw):
+        model.zero_grad(set_to_none=True)
+        logits = model(ids, **kw) if kw else model(ids)[scored]
+        (logits * target).sum().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    few, few_grads = run(scored=scored)
+    every, every_grads = run()
+    assert few.shape == every.shape
+    torch.testing.assert_close(few, every, rtol=1e-5, atol=1e-5)
+    for name, grad in every_grads.items():
+        torch.testing.assert_close(few_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)

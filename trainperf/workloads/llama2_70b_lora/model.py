@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from trainperf.workloads.common.llm.model import LLAMA2_70B, DecoderArgs
 from trainperf.workloads.llama31_8b.workload import FLAVOURS as LLAMA31_FLAVOURS
 
@@ -18,3 +20,25 @@ FLAVOURS: dict[str, DecoderArgs] = {
     "mini": LLAMA31_FLAVOURS["mini"],
 }
 LORA_TARGETS = ["qkv", "out"]  # the decoder's names of the reference's "qkv_proj,o_proj" (Attention.qkv, .out)
+
+
+class Dropout(torch.nn.Module):
+    """``nn.Dropout``: in training each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p). peft's
+    LoRA layers draw their dropout with ``nn.Dropout``, whose CPU kernel (``bernoulli_``, then a boolean mask) takes a
+    third longer forward and backward than this one, which draws ``torch.rand`` (fp32, whatever the input's dtype)
+    and turns it in place into the scaled mask: at the mini's sizes, 2.1 against 3.2 ms for one adapter's input of
+    16 x 128 x 192, eight of them a step. The same distribution (each element kept when its draw is >= ``p``), other
+    random numbers; drawn from torch's global generator, which activation checkpointing replays."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        scale = torch.rand(x.shape, device=x.device).ge_(self.p).mul_(1.0 / (1.0 - self.p))
+        return x * scale.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

@@ -19,7 +19,7 @@ from trainperf.workloads.common.fsdp import copy_into, shard_units
 from trainperf.workloads.common.llm.model import Decoder
 from trainperf.workloads.llama2_70b_lora import base, checkpoint, reference
 from trainperf.workloads.llama2_70b_lora.loss import causal_lm_loss, collate
-from trainperf.workloads.llama2_70b_lora.model import FLAVOURS, LORA_TARGETS
+from trainperf.workloads.llama2_70b_lora.model import FLAVOURS, LORA_TARGETS, Dropout
 from trainperf.workloads.llama2_70b_lora.reference import IGNORE
 
 CPU_CHECK_SEQ_LEN = 256  # a reference dry or smoke run on a CPU: sequences of at most 256 tokens, not 8,192
@@ -96,6 +96,11 @@ class LoraWorkload(Workload):
             bias="none",
         )
         model = peft.inject_adapter_in_model(config, model)
+        for module in model.modules():
+            if isinstance(module, peft.tuners.lora.LoraLayer):
+                for adapter, dropout in module.lora_dropout.items():
+                    if isinstance(dropout, torch.nn.Dropout):
+                        module.lora_dropout[adapter] = Dropout(dropout.p)
         for p in model.parameters():
             if not p.requires_grad and p.ndim > 1:
                 p.data = p.data.to(self.base_dtype)

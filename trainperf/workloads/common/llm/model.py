@@ -152,21 +152,31 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(a.dim, (a.n_heads + 2 * a.n_kv_heads) * a.head_dim, bias=False)
         self.out = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, at: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The attention's output at every position; with ``at`` (a (batch, queries) tensor of positions), at those
+        positions alone: keys and values from every position, the queries, the attention and the output projection
+        only where asked (:meth:`Decoder.forward`'s last block when a loss scores a few positions)."""
         b, t, _ = x.shape
         q, k, v = self.qkv(x).split([self.n_heads * self.head_dim, *[self.n_kv * self.head_dim] * 2], dim=-1)
         q = rotate(q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
         k = rotate(k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
         v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         gqa = self.n_kv != self.n_heads
-        if self.window is None or self.window >= t - 1:
+        pos = torch.arange(t, device=x.device)
+        if at is not None:
+            q = q.gather(2, at[:, None, :, None].expand(-1, self.n_heads, -1, self.head_dim))
+            back = at[:, None, :, None] - pos  # (batch, 1, queries, keys): how far before the query each key is
+            mask = (back >= 0) & (back <= (t if self.window is None else self.window))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+        elif self.window is None or self.window >= t - 1:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         else:
-            pos = torch.arange(t, device=x.device)
-            back = pos[:, None] - pos[None, :]  # how far before the query each key is
+            back = pos[:, None] - pos[None, :]
             mask = (back >= 0) & (back <= self.window)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-        return self.out(y.transpose(1, 2).reshape(b, t, -1))
+        return self.out(y.transpose(1, 2).reshape(b, y.shape[2], -1))
 
 
 class FeedForward(nn.Module):
@@ -194,9 +204,23 @@ class Block(nn.Module):
         self.ffn_norm = nn.RMSNorm(a.dim, eps=a.norm_eps)
         self.feed_forward = FeedForward(a) if a.moe is None or dense else MoE(a.dim, a.moe)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, at: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The block's output; with ``at`` (positions, (batch, queries)), at those positions alone (``scored_at``)."""
+        if at is None:
+            x = x + self.attention(self.attention_norm(x), cos, sin)
+        else:
+            y = self.attention(self.attention_norm(x), cos, sin, at=at)
+            x = x.gather(1, at[..., None].expand(-1, -1, x.shape[-1])) + y
         return x + self.feed_forward(self.ffn_norm(x))
+
+    @property
+    def scored_at(self) -> bool:
+        """Whether the block can compute a few positions alone: grouped-query attention and a dense feed-forward act
+        on each position by itself once the keys and values are known (latent attention is not written for it, and
+        an MoE layer's balancing statistics count every token it routes)."""
+        return isinstance(self.attention, Attention) and isinstance(self.feed_forward, FeedForward)
 
 
 class Decoder(nn.Module):
@@ -245,12 +269,28 @@ class Decoder(nn.Module):
         sees the embedding of token i+1 (``labels[:, i]``) and predicts token i+2 (``labels[:, i+1]``); the last
         position has no target (Megatron's ``roll_tensor`` masks it). With ``scored`` (a boolean mask of the
         tokens' shape), the logits of the masked positions alone, one row each in order: a loss that scores a few
-        positions (a fine-tuning's summary) skips the output layer and its softmax everywhere else."""
+        positions (a fine-tuning's summary) skips the output layer and its softmax everywhere else, and the last
+        block's work but its keys and values (where the block allows it: ``Block.scored_at``)."""
         t = tokens.shape[1]
         if t > self.args.max_seq_len:
             raise ValueError(f"decoder: a sequence of {t} tokens is longer than the model's {self.args.max_seq_len}")
         cos, sin = self.rope_cos[:t], self.rope_sin[:t]
         x = self.embedding(tokens)
+        last = self.layers[-1]
+        if scored is not None and last.scored_at and bool(scored.any()):
+            # Only the scored positions' logits are asked for, so the last block need compute nothing else: its
+            # keys and values at every position, its queries, attention, output projection and feed-forward at
+            # the scored positions (a fine-tuning's summary: about a fifth of a sequence). The same numbers as
+            # the full block's rows at those positions (tests/unit/test_llm.py).
+            for layer in self.layers[:-1]:
+                x = self._block(layer, x, cos, sin)
+            counts = scored.sum(1)
+            # each row's scored positions first, in order (an unscored position sorts after every scored one),
+            # padded to the longest row's count with unscored positions whose rows are dropped below
+            order = torch.where(scored, 0, t) + torch.arange(t, device=tokens.device)
+            at = order.argsort(dim=1)[:, : int(counts.max())]
+            kept = torch.arange(at.shape[1], device=tokens.device) < counts[:, None]
+            return self.output(self.norm(self._block(last, x, cos, sin, at)[kept]))
         for layer in self.layers:
             x = self._block(layer, x, cos, sin)
         h = self.norm(x)
@@ -264,10 +304,13 @@ class Decoder(nn.Module):
         mtp_logits = self.output(m[:, :-1])
         return logits, F.cross_entropy(mtp_logits.float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
 
-    def _block(self, layer: nn.Module, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _block(
+        self, layer: nn.Module, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, at: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        extra = () if at is None else (at,)  # the multi-token prediction's blocks take no positions
         if self.args.checkpoint_activations and self.training:
-            return checkpoint(layer, x, cos, sin, use_reentrant=False)
-        return layer(x, cos, sin)
+            return checkpoint(layer, x, cos, sin, *extra, use_reentrant=False)
+        return layer(x, cos, sin, *extra)
 
 
 class MultiTokenPrediction(nn.Module):
