@@ -1,15 +1,18 @@
-"""The `trainperf` command as a user meets it: help, clear errors, system description, dry runs."""
+"""The `trainperf` command as a user meets it: help, clear errors, system description, dry runs, Ctrl-C."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from trainperf import registry
-from trainperf.results import read_mllog
+from trainperf.results import parse_run, read_mllog
 from trainperf.rules.compliance import check_log, is_target_only_failure
 
 
@@ -28,8 +31,6 @@ def test_help_explains_the_commands():
 
 
 def test_list_shows_the_metric_standard_error_beside_the_target():
-    import os
-
     from trainperf import registry
 
     env = {**os.environ, "COLUMNS": "250"}
@@ -176,8 +177,6 @@ def test_open_division_override_is_recorded_in_the_log(tmp_path):
 
 
 def test_list_shows_minigo_reference_as_ready():
-    import os
-
     env = {**os.environ, "COLUMNS": "250"}  # the whole status column
     r = subprocess.run(
         [sys.executable, "-m", "trainperf", "list"], capture_output=True, text=True, env=env, timeout=120
@@ -198,3 +197,33 @@ def test_smoke_runs_that_cannot_be_are_refused_before_anything_is_written(tmp_pa
     r = trainperf("run", *args, "--out", tmp_path / "o")
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_logs_aborted_and_counts_nothing(tmp_path, data_dir):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainperf", "run", "resnet", "--out", str(out), "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # As from a terminal: a test run started in the background (`cmd &`) inherits SIGINT ignored, and
+        # Python then installs no KeyboardInterrupt handler, so the child would never see the Ctrl-C.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.time() + 120
+    partial = None
+    while time.time() < deadline:
+        found = list((out / "results").rglob(".result_0.txt.*.partial")) if (out / "results").exists() else []
+        if found and '"block_start"' in found[0].read_text():
+            partial = found[0]
+            break
+        time.sleep(0.2)
+    assert partial is not None, "the run did not start"
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not list((out / "results").rglob("result_0.txt"))
+    [kept] = list((out / "interrupted").rglob("result_0-1.txt"))
+    assert parse_run(kept).status == "aborted"
