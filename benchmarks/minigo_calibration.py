@@ -73,8 +73,7 @@ def evaluations(log: Path) -> list[dict]:
 def report(folders: list[Path]) -> None:
     spec = registry.get_spec("minigo", "mini")
     print(
-        f"target {spec.target_text}; budget {spec.max_progress:g} generations "
-        f"(runaway guard {spec.max_minutes:g} min)"
+        f"target {spec.target_text}; budget {spec.max_progress:g} generations (runaway guard {spec.max_minutes:g} min)"
     )
     times, runs = [], 0
     for folder in folders:
@@ -106,9 +105,7 @@ def report(folders: list[Path]) -> None:
             )
             print(f"    screen[/confirmation] per generation: {curve}")
     median = statistics.median(times) if times else float("nan")
-    print(
-        f"reached within the budget: {len(times)}/{runs}; median time-to-train of those {median:.1f} s"
-    )
+    print(f"reached within the budget: {len(times)}/{runs}; median time-to-train of those {median:.1f} s")
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
     python benchmarks/peers.py [KEY ...] [--steps N] [--repeats R] [--json PATH] [--compile]
 
-For each benchmark (all eight, or those named) trainperf's path (the workload as a run builds it and the
+For each benchmark (all thirteen, or those named) trainperf's path (the workload as a run builds it and the
 harness's ``Stepper``: zero_grad, the workload's loss, backward, clipping, optimizer and scheduler) and a
 peer written the way a user of the peer's library writes it train the same architecture on the same mini
 data at the same batch, alternating (trainperf, peer, trainperf, peer, ...) ``repeats`` times in this one

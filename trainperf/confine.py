@@ -100,14 +100,23 @@ def run_confined(
 
 
 def start_confined(
-    confined: Confinement, cmd: Sequence[str], *, cwd: Path, stdout: IO[bytes], stderr: IO[bytes],
+    confined: Confinement,
+    cmd: Sequence[str],
+    *,
+    cwd: Path,
+    stdout: IO[bytes],
+    stderr: IO[bytes],
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start an official tool's ``cmd`` under ``confined`` as :func:`run_confined` runs it (in ``cwd``, no input, this
     process's environment plus ``env``), its output into the files ``stdout`` and ``stderr``, and return at once: for a
     caller that watches the tool's progress and stops it at its own limits."""
     return subprocess.Popen(
-        confined.wrap(cmd), cwd=cwd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, stdout=stdout,
+        confined.wrap(cmd),
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=stderr,
     )
 
