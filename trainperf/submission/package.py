@@ -441,23 +441,8 @@ def _readme(benchmark: str, runs: list[_Runs], specs: dict[str, Any], extra: lis
         if scale == "mini"
         else f"# provide the {benchmark} dataset",
         shlex.join(
-            [
-                "trainperf",
-                "run",
-                benchmark,
-                "--scale",
-                str(scale),
-                "--division",
-                str(division),
-                "--runs",
-                str(len(runs[0].files)),
-                "--org",
-                org,
-                "--system-name",
-                runs[0].system,
-                "--out",
-                f"results-{benchmark}",
-            ]
+            ["trainperf", "run", benchmark, "--scale", str(scale), "--division", str(division), "--runs",
+             str(len(runs[0].files)), "--org", org, "--system-name", runs[0].system, "--out", f"results-{benchmark}"]
         ),  # fmt: skip
         shlex.join(["trainperf", "package", f"results-{benchmark}", "-o", "package", "--org", org]),
         shlex.join(["trainperf", "review", f"package/{org}"]),
