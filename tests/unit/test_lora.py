@@ -232,3 +232,28 @@ def test_the_last_block_computed_at_the_scored_positions_alone_gives_the_full_bl
     torch.testing.assert_close(few, every, rtol=1e-5, atol=1e-5)
     for name, grad in every_grads.items():
         torch.testing.assert_close(few_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_the_adapters_dropout_is_nn_dropouts_distribution(tmp_path):
+    """The LoRA layers' dropout (model.py ``Dropout``, put in place of peft's ``nn.Dropout``): in training each element
+    is zeroed with probability p and the rest scaled by 1 / (1 - p), the gradient through the same mask; in evaluation
+    the input itself."""
+    import peft
+
+    from trainperf.workloads.llama2_70b_lora.model import Dropout
+
+    torch.manual_seed(0)
+    drop, n, p = Dropout(0.1), 400_000, 0.1
+    x = torch.ones(n, requires_grad=True)
+    y = drop(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - p)) < 4 * (p * (1 - p) / n) ** 0.5  # 4 standard errors
+    torch.testing.assert_close(y[kept], torch.full((int(kept.sum()),), 1 / (1 - p)))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach())  # d(x * mask / (1 - p)) / dx: the same mask
+    drop.eval()
+    assert drop(x) is x
+    model = _workload(tmp_path, smoke=False).build_model()  # the workload puts it in each LoRA layer
+    dropouts = [m for layer in model.modules() if isinstance(layer, peft.tuners.lora.LoraLayer)
+                for m in layer.lora_dropout.values()]  # fmt: skip
+    assert dropouts and all(isinstance(m, Dropout) and m.p == REFERENCE_RECIPE.lora_dropout for m in dropouts)

@@ -164,15 +164,16 @@ class Attention(nn.Module):
         k = rotate(k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
         v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         gqa = self.n_kv != self.n_heads
-        pos = torch.arange(t, device=x.device)
         if at is not None:
             q = q.gather(2, at[:, None, :, None].expand(-1, self.n_heads, -1, self.head_dim))
-            back = at[:, None, :, None] - pos  # (batch, 1, queries, keys): how far before the query each key is
+            # (batch, 1, queries, keys): how far before the query each key is
+            back = at[:, None, :, None] - torch.arange(t, device=x.device)
             mask = (back >= 0) & (back <= (t if self.window is None else self.window))
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         elif self.window is None or self.window >= t - 1:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         else:
+            pos = torch.arange(t, device=x.device)
             back = pos[:, None] - pos[None, :]
             mask = (back >= 0) & (back <= self.window)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
@@ -276,23 +277,21 @@ class Decoder(nn.Module):
             raise ValueError(f"decoder: a sequence of {t} tokens is longer than the model's {self.args.max_seq_len}")
         cos, sin = self.rope_cos[:t], self.rope_sin[:t]
         x = self.embedding(tokens)
-        last = self.layers[-1]
-        if scored is not None and last.scored_at and bool(scored.any()):
-            # Only the scored positions' logits are asked for, so the last block need compute nothing else: its
-            # keys and values at every position, its queries, attention, output projection and feed-forward at
-            # the scored positions (a fine-tuning's summary: about a fifth of a sequence). The same numbers as
-            # the full block's rows at those positions (tests/unit/test_llm.py).
-            for layer in self.layers[:-1]:
-                x = self._block(layer, x, cos, sin)
-            counts = scored.sum(1)
+        # Only the scored positions' logits asked for: the last block need compute nothing else but its keys and
+        # values (where it allows it: ``Block.scored_at``), its queries, attention, output projection and
+        # feed-forward at the scored positions alone (a fine-tuning's summary: about a fifth of a sequence). The
+        # same numbers as the full block's rows at those positions (tests/unit/test_lora.py).
+        counts = scored.sum(1) if scored is not None and self.layers[-1].scored_at else None
+        most = int(counts.max()) if counts is not None and counts.numel() else 0
+        for layer in self.layers[:-1] if most else self.layers:
+            x = self._block(layer, x, cos, sin)
+        if most:
             # each row's scored positions first, in order (an unscored position sorts after every scored one),
             # padded to the longest row's count with unscored positions whose rows are dropped below
             order = torch.where(scored, 0, t) + torch.arange(t, device=tokens.device)
-            at = order.argsort(dim=1)[:, : int(counts.max())]
-            kept = torch.arange(at.shape[1], device=tokens.device) < counts[:, None]
-            return self.output(self.norm(self._block(last, x, cos, sin, at)[kept]))
-        for layer in self.layers:
-            x = self._block(layer, x, cos, sin)
+            at = order.argsort(dim=1)[:, :most]
+            kept = torch.arange(most, device=tokens.device) < counts[:, None]
+            return self.output(self.norm(self._block(self.layers[-1], x, cos, sin, at)[kept]))
         h = self.norm(x)
         if scored is not None:
             return self.output(h[scored])
