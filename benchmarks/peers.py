@@ -98,6 +98,7 @@ from torch import nn
 from trainperf import registry
 from trainperf.contract.switches import Switches
 from trainperf.dist import DistContext
+from trainperf.harness.precision import Precision
 from trainperf.harness.runner import RunObserver, seed_everything
 from trainperf.harness.schedule import Schedule
 from trainperf.harness.steps import Stepper
@@ -147,13 +148,15 @@ def workload(key: str, **replace: Any):
 
 
 COMPILE = {"on": False}  # --compile: trainperf's side compiled as `trainperf run --compile` compiles it
+PRECISION = {"trainperf": "fp32"}  # --precision: trainperf's side under the autocast `trainperf run --precision` uses
 
 
 def stepper_for(w, model: nn.Module) -> Stepper:
     opt, sched = w.build_optimizer(model)
     if COMPILE["on"]:
         model = compile_model(model, Switches(compile=True))
-    return Stepper(model, w, opt, sched, RunObserver(), Schedule.for_run(w.spec, w, dry_run_steps=1))
+    precision = Precision(PRECISION["trainperf"], w.device.type)
+    return Stepper(model, w, opt, sched, RunObserver(), Schedule.for_run(w.spec, w, dry_run_steps=1), precision)
 
 
 def cached(w, n: int = CACHED_BATCHES) -> Callable[[], Any]:
@@ -782,8 +785,15 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", type=int, default=0, metavar="N", help="first print each side's N costliest operators (stderr)"
     )
     p.add_argument("--compile", action="store_true", help="trainperf's side with the --compile switch")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="trainperf's side under this autocast, as `trainperf run --precision` sets it (default fp32)",
+    )
     a = p.parse_args(argv)
     COMPILE["on"] = a.compile
+    PRECISION["trainperf"] = a.precision
     unknown = [k for k in a.keys if k not in KEYS]
     if unknown or (a.steps is not None and a.steps < 1) or a.repeats < 1:
         p.error(
