@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from trainperf import limits
+from trainperf import limits, published
 from trainperf.errors import ResultsError
 from trainperf.limits import OverLimit
 from trainperf.run_checks import RECORD_FIX, TIMING_FIX, logged_ms, read_timing, record_problems
@@ -297,6 +297,7 @@ class LoggedRun:
     abort_reason: str | None = None  # trainperf_abort_reason: why a run that did not finish ended
     lines: tuple[tuple[int, dict[str, Any]], ...] = ()  # (line number, record) of every MLLOG record, as read
     evaluation_lines: tuple[int, ...] = ()  # the line number of each of ``evaluations``
+    accepted: tuple[str, ...] = ()  # timeline findings accepted in a file MLCommons published (trainperf.published)
 
     @property
     def success(self) -> bool:
@@ -313,6 +314,9 @@ def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset())
     lines = read_mllog_lines(path)
     logged = next((rec.get("value") for _, rec in lines if rec.get("key") == "submission_benchmark"), None)
     timing, uncounted = read_timing(lines, after_stop=isinstance(logged, str) and logged in evaluated_after_stop)
+    accepted: list[str] = []
+    if timing:  # a result file MLCommons published as it is (trainperf.published)
+        timing, accepted = published.accepted(timing, path.read_bytes())
     for problems, fix in ((record_problems(lines), RECORD_FIX), (timing, TIMING_FIX)):
         if problems:
             more = f" (and {len(problems) - 1} more such problem(s))" if len(problems) > 1 else ""
@@ -358,4 +362,5 @@ def parse_run(path: Path, *, evaluated_after_stop: Container[str] = frozenset())
         abort_reason=reason if isinstance(reason, str) else None,
         lines=tuple(lines),
         evaluation_lines=tuple(evaluation_lines),
+        accepted=tuple(accepted),
     )

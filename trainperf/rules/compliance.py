@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf import registry, rounds
+from trainperf import published, registry, rounds
 from trainperf.confine import Confinement, confinement, output_so_far, run_confined
 from trainperf.errors import DataError, NotAvailableError, TrainperfError, UsageError
 from trainperf.registry import BENCHMARKS
@@ -272,6 +272,14 @@ def _prepare(
         raise UsageError(f"unknown benchmark {key!r}: the benchmarks are {', '.join(BENCHMARKS)}")
     chosen, noted = _ruleset_of(path, lines, scale, ruleset)
     config = _config_of(config, scale, benchmark)
+    raw_timing, accepted = published.accepted(
+        timing_problems(
+            ((ln.lineno, ln.record) for ln in lines if ln.record is not None),
+            after_stop=benchmark in rulesets.evaluated_after_run_stop(chosen),
+        ),
+        data,
+    )  # a result file MLCommons published as it is keeps the timeline findings its round's tools accept
+    noted = noted + accepted
     result = functools.partial(
         _result, path=path, scale=scale, benchmark=benchmark, ruleset=chosen, config=config, noted=noted
     )
@@ -286,13 +294,8 @@ def _prepare(
             "(the official checker was not run: the log holds values that could lead it to other files)",
         )
 
-    timing = [
-        f"{TIMING_PROBLEM}: {p}; the log is damaged or was edited: restore it, or redo the run"
-        for p in timing_problems(
-            ((ln.lineno, ln.record) for ln in lines if ln.record is not None),
-            after_stop=benchmark in rulesets.evaluated_after_run_stop(chosen),
-        )
-    ]
+    fix = "the log is damaged or was edited: restore it, or redo the run"
+    timing = [f"{TIMING_PROBLEM}: {p}; {fix}" for p in raw_timing]
     problems = preflight(lines, benchmark, chosen)
     if key is not None and logged_benchmark is not None and logged_benchmark != key:
         problems.insert(0, f"the log is for benchmark {logged_benchmark!r} (submission_benchmark), not {key!r}")

@@ -166,6 +166,7 @@ def finding_kind(text: str) -> str:
         if text.startswith(prefix):
             return kind
     for words, kind in (
+        ("as MLCommons published it in", "published file: timeline finding accepted"),
         ("refused before the official tools", "gate"),
         (POWER_RULE, "power rules"),
         ("official summarizer cannot read it", "power logs left out"),
