@@ -102,6 +102,14 @@ class Workload(abc.ABC):
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         """(optimizer, per-step LR scheduler or None), as the recipe and the closed rules fix them."""
 
+    def clip_gradients(self, model: torch.nn.Module, max_norm: float) -> torch.Tensor:
+        """Called by the harness's step where the recipe clips: scale the gradients so that the whole model's norm is
+        at most ``max_norm``; returns the norm before clipping. torch's ``clip_grad_norm_`` unless the model keeps
+        parameters of its own on each rank beside FSDP's or DDP's (expert parallelism)."""
+        import torch
+
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
     def reference_tensor_names(self, model: torch.nn.Module) -> list[str]:
         """MLPerf's names of the initialized tensors (``weights_initialization`` lines); [] if none needed."""
         return []

@@ -60,7 +60,7 @@ class Stepper:
             total = loss.detach().float() if total is None else total + loss.detach().float()
         self.precision.unscale(self.optimizer)
         if self.clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), self.clip)
+            self.w.clip_gradients(model, self.clip)  # torch's clip_grad_norm_ unless the workload shards more
         self.precision.step(self.optimizer)
         if self.scheduler is not None:
             self.scheduler.step()

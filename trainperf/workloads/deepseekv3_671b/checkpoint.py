@@ -141,8 +141,9 @@ def _prefix_and_rest(ours: str, a: DecoderArgs) -> tuple[str, str]:
     return f"model.layers.{layer}.", rest
 
 
-def read(ckpt: Checkpoint, ours: str, a: DecoderArgs):
-    """The decoder's tensor ``ours`` (a parameter or the router's bias buffer), whole, read from the checkpoint."""
+def read(ckpt: Checkpoint, ours: str, a: DecoderArgs, *, experts: slice | None = None):
+    """The decoder's tensor ``ours`` (a parameter or the router's bias buffer), whole, read from the checkpoint; of
+    an MoE layer's stacked experts, the ``experts`` (a rank's slice under expert parallelism) or all."""
     import torch
 
     if ours in _FIXED:
@@ -154,16 +155,16 @@ def read(ckpt: Checkpoint, ours: str, a: DecoderArgs):
         parts, dim = _STACKED[rest]
         return torch.cat([_get(ckpt, p + n) for n in parts], dim)
     assert a.moe is not None
+    chosen = range(a.moe.n_experts)[experts or slice(None)]
     if rest == "feed_forward.experts.gate_up":  # (experts, dim, 2 * ffn): each expert's gate and up, transposed
-        e = a.moe.n_experts
         return torch.stack(
             [
                 torch.cat([_get(ckpt, f"{p}mlp.experts.{j}.{w}_proj.weight").T for w in ("gate", "up")], 1)
-                for j in range(e)
+                for j in chosen
             ]
         )
     if rest == "feed_forward.experts.down":  # (experts, ffn, dim)
-        return torch.stack([_get(ckpt, f"{p}mlp.experts.{j}.down_proj.weight").T for j in range(a.moe.n_experts)])
+        return torch.stack([_get(ckpt, f"{p}mlp.experts.{j}.down_proj.weight").T for j in chosen])
     raise KeyError(f"deepseekv3_671b: no checkpoint tensor for {ours}")
 
 

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from trainperf.errors import DataError
-from trainperf.workloads.common.fsdp import copy_into, shard_units
-from trainperf.workloads.common.llm import tokenizer
+from trainperf.workloads.common.fsdp import copy_into
+from trainperf.workloads.common.llm import expert_parallel, tokenizer
 from trainperf.workloads.common.llm.model import Decoder
 from trainperf.workloads.common.llm.moe import MoE
 from trainperf.workloads.deepseekv3_671b import checkpoint, mini_start
@@ -71,14 +71,14 @@ class DeepSeekWorkload(GptOssWorkload):
             return Decoder(self.args)
 
     def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
-        """FSDP2 of each block (and the prediction block), then the whole model, where there are several processes
-        (``workloads/common/fsdp.py``: bf16 gathers and fp32 gradient reduction on a GPU, as flux1's and
-        llama2_70b_lora's);
-        then each rank allocates its shards and fills them: from the checkpoint, or (a dry run) the decoder's own
-        initialization, the same on every rank."""
+        """Where there are several processes, expert parallelism (``common/llm/expert_parallel.py``: each rank keeps
+        its slice of every MoE layer's experts) and FSDP2 of each block (and the prediction block), then the whole
+        model, for the rest (``workloads/common/fsdp.py``: bf16 gathers and fp32 gradient reduction on a GPU, as
+        flux1's and llama2_70b_lora's); then each rank allocates its shards and its experts and fills them: from the
+        checkpoint, or (a dry run) the decoder's own initialization drawn whole, the same on every rank."""
         if self.dist.distributed:
             units = [b for b in [*model.layers, model.mtp] if b is not None]  # type: ignore[union-attr]
-            shard_units(model, units, self.device)
+            expert_parallel.shard(model, units, self.device, self.expert_parallelism, mixed_precision=True)
         model.to_empty(device=self.device)  # every tensor uninitialized: filled below
         model.reset_rope()  # type: ignore[operator]
         for layer in model.modules():
@@ -89,21 +89,25 @@ class DeepSeekWorkload(GptOssWorkload):
             self._initialize(model)
         else:
             self._load(model)
+        expert_parallel.average_expert_gradients(model)
         return model
 
     @torch.no_grad()
     def _initialize(self, model: torch.nn.Module) -> None:
         reference_model = Decoder(self.args)  # seeded by the harness: every rank draws the same tensors
         whole = dict(reference_model.named_parameters()) | dict(reference_model.named_buffers())
+        rows = expert_parallel.local_rows(model)  # this rank's experts, where they are sharded
         for name, p in [*model.named_parameters(), *model.named_buffers()]:
             if name in whole and not name.startswith("rope_"):
-                copy_into(p, whole[name].detach())
+                full = whole[name].detach()
+                copy_into(p, full[rows[name]] if name in rows else full)
 
     @torch.no_grad()
     def _load(self, model: torch.nn.Module) -> None:
         assert self.ckpt is not None
+        rows = expert_parallel.local_rows(model)  # this rank's experts (only they are read), where they are sharded
         for name, p in model.named_parameters():
-            copy_into(p, checkpoint.read(self.ckpt, name, self.args).float())
+            copy_into(p, checkpoint.read(self.ckpt, name, self.args, experts=rows.get(name)).float())
         for name, b in model.named_buffers():
             if name.endswith("router.expert_bias"):
                 copy_into(b, checkpoint.read(self.ckpt, name, self.args).float())

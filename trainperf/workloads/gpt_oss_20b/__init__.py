@@ -70,7 +70,7 @@ REFERENCE = BenchmarkSpec(
     hparam_keys=HPARAM_KEYS,
     target_source="MLPerf Training 6.1 rules (training_6.1.0/closed_gpt_oss_20b.yaml)",
     eval_samples=1024,  # closed_gpt_oss_20b.yaml: eval_samples == 1024
-    allreduced_parameters=20_488_415_040,  # every parameter (no expert parallelism in trainperf's workload yet)
+    allreduced_parameters=20_488_415_040,  # every parameter (with expert parallelism: less the experts)
 )
 
 MINI = BenchmarkSpec(

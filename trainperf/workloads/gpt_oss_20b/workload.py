@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainperf.workloads.common.llm import expert_parallel
 from trainperf.workloads.common.llm.moe import MoE, update_expert_bias
 from trainperf.workloads.gpt_oss_20b.model import FLAVOURS
 from trainperf.workloads.llama31_8b import reference
@@ -29,6 +30,47 @@ class GptOssWorkload(LlamaWorkload):
         run's fixture), else in ``<data-dir>/llama31_8b/reference``, so that one copy serves both benchmarks."""
         own = reference.reference_dir(self.data_dir, KEY).is_dir()
         return reference.find(self.data_dir, KEY if own else "llama31_8b")
+
+    @property
+    def expert_parallelism(self) -> int:
+        """The ranks the experts are split over: every rank where they split the experts evenly, else 1."""
+        assert self.args.moe is not None
+        return expert_parallel.degree(self.args.moe.n_experts, self.dist.world_size)
+
+    def parallelism(self) -> dict[str, int]:
+        return {**super().parallelism(), "expert_parallelism": self.expert_parallelism}
+
+    def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """One process: the model on the device. Several: expert parallelism (``common/llm/expert_parallel.py``:
+        each rank keeps its slice of the experts ``build_model`` drew whole, the same on every rank, so that the
+        ranks start from one process's weights) and FSDP2 of each block, then the whole model, for the rest, as
+        llama31_8b's (the parameters gathered in their own dtype)."""
+        model = model.to(self.device)
+        if not self.dist.distributed:
+            return model
+        blocks = list(model.layers)  # type: ignore[arg-type]
+        expert_parallel.shard(model, blocks, self.device, self.expert_parallelism, mixed_precision=False)
+        expert_parallel.average_expert_gradients(model)
+        return model
+
+    def param_groups(self, model: torch.nn.Module) -> list[dict[str, Any]]:
+        """llama31_8b's groups, the experts a rank keeps in groups of their own (a foreach or fused optimizer
+        kernel takes either FSDP's DTensors or plain tensors in one group, not both)."""
+        groups = super().param_groups(model)
+        local = {id(p) for layer in expert_parallel.moe_layers(model) if layer.ep_size > 1
+                 for p in layer.experts.parameters()}  # fmt: skip
+        if not local:
+            return groups
+        split = []
+        for g in groups:
+            for keep in (False, True):
+                params = [p for p in g["params"] if (id(p) in local) == keep]
+                split += [{**g, "params": params}] if params else []
+        return split
+
+    def clip_gradients(self, model: torch.nn.Module, max_norm: float) -> torch.Tensor:
+        """The whole model's norm with the experts sharded (``expert_parallel.clip_grad_norm_``)."""
+        return expert_parallel.clip_grad_norm_(model, max_norm)
 
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         """llama31_8b's AdamW and schedule; where a flavour balances its experts by bias (DeepSeek-V3's way; GPT-OSS's

@@ -153,15 +153,22 @@ class LlamaWorkload(Workload):
     def build_optimizer(self, model: torch.nn.Module) -> tuple[Any, Any]:
         """AdamW; norms (1-D tensors) get no weight decay, as Megatron excludes them; the reference's schedule."""
         r = self.recipe
-        decay = [p for p in model.parameters() if p.ndim > 1]
-        plain = [p for p in model.parameters() if p.ndim <= 1]
         opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": r.opt_adamw_weight_decay}, {"params": plain, "weight_decay": 0.0}],
+            self.param_groups(model),
             lr=r.opt_base_learning_rate,
             betas=(r.opt_adamw_beta_1, r.opt_adamw_beta_2),
             eps=r.opt_adamw_epsilon,
         )
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_policy(r))
+
+    def param_groups(self, model: torch.nn.Module) -> list[dict[str, Any]]:
+        """The parameters with weight decay (matrices) and without (norms, 1-D)."""
+        decay = [p for p in model.parameters() if p.ndim > 1]
+        plain = [p for p in model.parameters() if p.ndim <= 1]
+        return [
+            {"params": decay, "weight_decay": self.recipe.opt_adamw_weight_decay},
+            {"params": plain, "weight_decay": 0.0},
+        ]
 
     def hparams(self) -> dict[str, Any]:
         r = self.recipe

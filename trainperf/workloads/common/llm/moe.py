@@ -17,7 +17,9 @@ as Megatron's ``MoEAuxLossAutoScaler`` does); or DeepSeek-V3's auxiliary-loss-fr
 added to the scores for the choice only and moved by ``expert_bias_update_rate`` after each step
 (:func:`update_expert_bias`). Dropless: every token reaches its k experts (no capacity, as both references run).
 Expert parallelism: :meth:`MoE.shard_experts` keeps a rank's experts; tokens travel to them and back through
-``all_to_all``.
+``all_to_all``. The counts a layer keeps (the bias's and the load reported) are of the tokens this rank routes, to
+every expert, with or without it: summed over ranks they count the global batch. Several processes run it through
+``expert_parallel.py`` (FSDP2 for the rest, the experts' gradients scaled and clipped with the rest).
 """
 
 from __future__ import annotations
@@ -187,7 +189,8 @@ class Experts(nn.Module):
         """A loop over the experts that got tokens (any device, dtype, autocast or compiler; no rows included)."""
         # unbind: the backward writes one gradient per matrix stack (indexing would allocate a zero-filled gradient
         # of the whole stack for every expert and add them up)
-        gate_ups, downs = self.gate_up.unbind(0), self.down.unbind(0)
+        # to(x.dtype): a no-op but where the experts stay fp32 beside bf16 inputs (FSDP2 gathering the rest in bf16)
+        gate_ups, downs = self.gate_up.to(x.dtype).unbind(0), self.down.to(x.dtype).unbind(0)
         outs = []
         for e, part in enumerate(x.split(counts)):
             if part.shape[0]:
@@ -221,7 +224,7 @@ class MoE(nn.Module):
         self.register_buffer("tokens_per_expert", torch.zeros(m.n_experts), persistent=False)  # for the bias
         self.register_buffer("tokens_seen", torch.zeros(m.n_experts), persistent=False)  # for the load reported
         self.group: dist.ProcessGroup | None = None  # expert parallelism (None: the default group) over ep_size ranks
-        self.ep_size = 1
+        self.ep_size, self.ep_rank = 1, 0
 
     def shard_experts(self, group: dist.ProcessGroup | None = None) -> None:
         """Expert parallelism: keep this rank's ``n_experts / world`` experts (rank r holds experts r*n .. r*n+n-1,
@@ -233,7 +236,7 @@ class MoE(nn.Module):
         for name in ("gate_up", "down"):
             full = getattr(self.experts, name)
             setattr(self.experts, name, nn.Parameter(full.detach()[rank * n : (rank + 1) * n].clone()))
-        self.group, self.ep_size = group, size
+        self.group, self.ep_size, self.ep_rank = group, size, rank
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -291,7 +294,8 @@ def update_expert_bias(model: nn.Module) -> None:
 
 
 def expert_load(model: nn.Module) -> list[list[float]]:
-    """Each MoE layer's share of the training tokens counted per expert since the load was last reported."""
+    """Each MoE layer's share of the training tokens this rank routed to each expert since the counts last restarted
+    (the workloads log the counts summed over ranks: ``gpt_oss_20b/workload.py`` ``expert_balance``)."""
     return [
         (layer.tokens_seen / layer.tokens_seen.sum().clamp(min=1)).tolist()
         for layer in model.modules()
