@@ -168,7 +168,9 @@ def _bypass_recorded(rcp: official.RcpCheck, factor: float | None) -> str | None
     if factor is None or not rcp.message.startswith(_BYPASSABLE) or not rcp.submission_epochs or not rcp.rcp_mean:
         return None
     norm = rcp.rcp_mean / rcp.submission_epochs
-    if factor < rcp.rcp_mean / (rcp.submission_epochs + 5e-5) * (1 - 1e-9):  # the checker prints the mean to 4 places
+    # The checker prints the runs' mean to 4 places, and the committee writes its factor to 6: Dell's v3.1
+    # XE8640x4H100 unet3d holds 1.182625 for 380,846.667 / 322,035 = 1.18262508 (half a unit of the sixth place)
+    if factor < rcp.rcp_mean / (rcp.submission_epochs + 5e-5) - 5e-7:
         return None
     return (
         f"accepted as the review committee's RCP bypass (rcp_checker --rcp_bypass), which the package records: its "
