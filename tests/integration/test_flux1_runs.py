@@ -1,6 +1,7 @@
 """flux1 through the CLI: the reference dry run that the official 6.1.0 checker fails on the target alone, the reference
 smoke run through the real reader of the preprocessed Arrow encodings (real steps and a real 8-timestep evaluation),
-and a broken data set stopping the run before its clock with the file and field named."""
+the same on the raw route (images and captions through the user's encoders), and a broken data set or an encoder of
+the wrong width stopping the run before its clock with the file and field named."""
 
 from __future__ import annotations
 
@@ -83,5 +84,51 @@ def test_a_broken_data_set_stops_the_run_before_its_clock(tmp_path):
     r = trainperf("run", "flux1", "--scale", "reference", "--data-dir", data, "--out", out, "--set",
                   "model_flavour=debug", "--division", "open")  # fmt: skip
     assert r.returncode == 2 and "data-00001-of-00002.arrow: not an Arrow stream" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not list(out.rglob("result_0.txt"))
+
+
+def test_reference_smoke_run_encodes_the_raw_images_with_the_users_encoders(tmp_path):
+    import numpy as np
+    import torch
+    from diffusers import AutoencoderKL
+
+    from trainperf.workloads.flux1 import flow, raw
+
+    out = tmp_path / "o"
+    r = trainperf("run", "flux1", "--scale", "reference", "--smoke", "--seed", "1", "--out", out, "--set",
+                  "data_route=raw")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    [log] = list((out / "results").rglob("result_0.txt"))
+    records = read_mllog(log)
+    first = first_values(records)
+    assert first["trainperf_data_route"] == "raw" and first["train_samples"] == 8 and first["eval_samples"] == 16
+    [details] = [r["value"] for r in records if r.get("key") == "trainperf_eval_details"]
+    assert sorted(details) == [f"eval_loss_t{k}" for k in range(8)]
+    # The untrained model predicts 0, so each sample scores 1 + E[x0^2]: x0 drawn from the fixture autoencoder's
+    # posterior of that sample's image (diffusers' own split), shifted and scaled as FLUX's; two samples a timestep.
+    where = out / "smoke-data" / "flux1" / "reference"
+    images, _ = raw.batch(raw.load_shards(where / "coco"), np.arange(16))
+    ae = AutoencoderKL.from_pretrained(str(where / "encoders" / "autoencoder"), local_files_only=True)
+    with torch.no_grad():
+        dist = ae.encode(torch.from_numpy(images).float() / 255 * 2 - 1).latent_dist
+    x0_squared = ((dist.mean - flow.AE_SHIFT) * flow.AE_SCALE) ** 2 + flow.AE_SCALE**2 * dist.var
+    assert first["eval_accuracy"] == pytest.approx(1 + float(x0_squared.mean()), abs=0.005)
+
+
+def test_an_encoder_of_the_wrong_width_stops_the_raw_route_before_its_clock(tmp_path):
+    import json
+
+    from trainperf.workloads.flux1.raw_fixture import write_raw_fixture
+
+    data = tmp_path / "data"
+    root = data / "flux1" / "reference"
+    write_raw_fixture(root, train=2, validation=8)  # the raw route alone: data_route=auto reads it
+    config = root / "encoders" / "clip" / "config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()) | {"hidden_size": 512}))
+    out = tmp_path / "o"
+    r = trainperf("run", "flux1", "--scale", "reference", "--data-dir", data, "--out", out, "--set",
+                  "model_flavour=debug", "--division", "open")  # fmt: skip
+    assert r.returncode == 2 and f"{config}: hidden_size 512, the transformer's flavour needs 768" in r.stderr
     assert "Traceback" not in r.stderr
     assert not list(out.rglob("result_0.txt"))

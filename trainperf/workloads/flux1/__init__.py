@@ -49,7 +49,11 @@ class FluxRecipe(Recipe):
     sample's text dropped (both encodings replaced by the empty caption's) with probability
     ``classifier_free_guidance_prob``."""
 
-    CHOICES: ClassVar = {"opt_name": ("adamw",), "model_flavour": ("schnell", "mini", "debug")}
+    CHOICES: ClassVar = {
+        "opt_name": ("adamw",),
+        "model_flavour": ("schnell", "mini", "debug"),
+        "data_route": ("auto", "preprocessed", "raw"),
+    }
 
     global_batch_size: int = 512  # rcps_flux1.json flux_ref_512, the smallest RCP batch
     opt_name: str = "adamw"
@@ -65,6 +69,11 @@ class FluxRecipe(Recipe):
     # The network's size: "schnell" (the reference's) or "debug" (a toy width for a CPU smoke or dry run).
     model_flavour: str = "schnell"
     activation_checkpointing: bool = True  # [activation_checkpoint] mode = "full": every block recomputed
+    # The reference's data (README.md beside this file, "Reference scale"): "preprocessed" (the stored encodings,
+    # flux_schnell_mlperf_preprocessed.toml), "raw" (images and captions that the user's T5, CLIP and autoencoder
+    # encode each batch, flux_schnell_mlperf.toml), or "auto": the preprocessed encodings where they are, else the raw
+    # images where they are.
+    data_route: str = "auto"
 
     @property
     def opt_gradient_clip_norm(self) -> float:
@@ -151,6 +160,7 @@ CLOSED = {
     "opt_learning_rate_warmup_steps": Tunable(),
     "gradient_accumulation_steps": Tunable(),
     "activation_checkpointing": Tunable(),
+    "data_route": Tunable(),  # the reference offers both routes (R "Preprocessing"): the same samples, encoded alike
 }
 
 BENCHMARK = Benchmark(
@@ -160,7 +170,7 @@ BENCHMARK = Benchmark(
     recipes={"mini": MINI_RECIPE, "reference": REFERENCE_RECIPE},
     # Closed division, MLPerf 6.1 (training_rules.adoc, flux.1 rows; closed_flux1.yaml fixes AdamW 0.9/0.95/1e-8,
     # weight decay 0.1 and clip 1.0): the batch, the learning rate and its warm-up are unconstrained; gradient
-    # accumulation and activation checkpointing change no arithmetic of the recipe.
+    # accumulation and activation checkpointing change no arithmetic of the recipe, nor the data route its data.
     closed_rules={"reference": CLOSED, "mini": CLOSED},  # the mini's: the reference's
     workload="trainperf.workloads.flux1.workload:FluxWorkload",
     smoke_fixture="trainperf.workloads.flux1.fixture:write_smoke_fixture",

@@ -1,8 +1,12 @@
-"""A tiny flux1 data set in the reference's own layout and shapes (``reference.py`` describes it), for a smoke run
-and the tests: datasets-style save_to_disk folders of Arrow streams whose rows hold ``.npy`` bytes of bf16 bits, as
-the reference's ``preprocess_flux_dataset.py`` writes them, and float16 empty encodings as ``save_empty_encodings.py``
-writes them. The values are random (no encoder runs here); the shapes are the reference's: T5 256 x 4,096, CLIP
-768, posterior 16 x 32 x 32 (a 256 x 256 image)."""
+"""A tiny flux1 data set in the reference's own layouts and shapes, for a smoke run and the tests.
+
+The preprocessed route (``reference.py``): datasets-style save_to_disk folders of Arrow streams whose rows hold
+``.npy`` bytes of bf16 bits, as the reference's ``preprocess_flux_dataset.py`` writes them, and float16 empty
+encodings as ``save_empty_encodings.py`` writes them. The values are random (no encoder runs here); the shapes are the
+reference's: T5 256 x 4,096, CLIP 768, posterior 16 x 32 x 32 (a 256 x 256 image).
+
+The raw route (``raw.py``, ``encoders.py``; ``raw_fixture.py`` writes it): images and captions as the reference's
+``clean_cc12m.py`` and ``coco_to_webdataset.py`` leave them, and tiny random encoders of the reference's widths."""
 
 from __future__ import annotations
 
@@ -15,6 +19,9 @@ import numpy as np
 from trainperf.workloads.flux1 import reference
 
 T5_LEN, T5_DIM, CLIP_DIM, LATENT = 256, 4096, 768, (16, 32, 32)
+# the rest of a datasets state.json, as save_to_disk writes it
+STATE_FIELDS = {"_fingerprint": "trainperf-fixture", "_format_columns": None, "_format_kwargs": {},
+                "_format_type": None, "_output_all_columns": False, "_split": None}  # fmt: skip
 
 
 def to_npy_bytes(values: np.ndarray) -> bytes:
@@ -57,9 +64,7 @@ def write_split(folder: Path, rows: dict[str, list], *, shards: int = 2) -> None
         lo, hi = n * k // shards, n * (k + 1) // shards
         with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
             writer.write_table(table.slice(lo, hi - lo))
-    state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": "trainperf-fixture",
-             "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
-             "_split": None}  # fmt: skip
+    state = {"_data_files": [{"filename": name} for name in names], **STATE_FIELDS}
     features = {name: {"dtype": str(kind), "_type": "Value"} for name, kind in fields}
     (folder / reference.STATE).write_text(json.dumps(state, indent=2, sort_keys=True))
     (folder / reference.INFO).write_text(json.dumps({"features": features}, indent=2))
@@ -72,14 +77,19 @@ def write_empty(folder: Path, rng: np.random.Generator) -> None:
 
 
 def write_smoke_fixture(root: Path, *, train: int = 8, validation: int = 16) -> str:
-    """The reference layout in ``root`` (read as ``<data-dir>/flux1/reference``): ``train`` CC12M-style rows,
-    ``validation`` COCO-style rows (timesteps 0..7 in turn) and the empty encodings."""
+    """Both routes' layouts in ``root`` (read as ``<data-dir>/flux1/reference``; ``data_route=auto`` reads the
+    preprocessed one): ``train`` CC12M-style rows, ``validation`` COCO-style rows (timesteps 0..7 in turn) and the
+    empty encodings; the same counts of images and captions and the raw route's encoders."""
+    from trainperf.workloads.flux1 import raw_fixture
+
     root = Path(root)
+    raw = raw_fixture.write_raw_fixture(root, train=train, validation=validation)
     rng = np.random.default_rng(1)
     write_split(root / reference.TRAIN, encoding_rows(rng, train, timesteps=False))
     write_split(root / reference.VALIDATION, encoding_rows(rng, validation, timesteps=True))
     write_empty(root / reference.EMPTY, rng)
     return (
         f"preprocessed CC12M and COCO in the reference's Arrow layout ({train} + {validation} rows of random "
-        "encodings: T5 256 x 4,096, CLIP 768, posterior 16 x 32 x 32) and the empty encodings"
+        "encodings: T5 256 x 4,096, CLIP 768, posterior 16 x 32 x 32) and the empty encodings; for data_route=raw, "
+        + raw
     )

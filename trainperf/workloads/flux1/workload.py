@@ -1,6 +1,7 @@
 """flux1's workload: the FLUX.1-schnell transformer (diffusers' ``FluxTransformer2DModel``, ``model.py``) trained with
-the reference's rectified flow (``flow.py``) on its preprocessed encodings (``reference.py``), AdamW with a linear
-warm-up then a constant rate, and the validation loss over 8 fixed timesteps (facts in ``__init__.py``)."""
+the reference's rectified flow (``flow.py``) on its preprocessed encodings (``reference.py``) or, on the raw route,
+on images and captions (``raw.py``) that the user's encoders (``encoders.py``) encode batch by batch, AdamW with a
+linear warm-up then a constant rate, and the validation loss over 8 fixed timesteps (facts in ``__init__.py``)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,16 @@ import torch
 
 from trainperf import seeds
 from trainperf.contract.workload import Workload
+from trainperf.errors import DataError
 from trainperf.workloads.common.fsdp import copy_into, shard_units
-from trainperf.workloads.flux1 import flow, glyphs, mini, pictures, reference
+from trainperf.workloads.flux1 import encoders, flow, glyphs, mini, pictures, raw, reference
 from trainperf.workloads.flux1 import model as flux_model
 
 EVAL_BATCH = 16  # the reference's eval.batch_size (job_config.py)
 EVAL_NOISE = 8  # the key of the validation samples' noise streams: (seed, STREAM_DATA, EVAL_NOISE, sample)
 T5_LEN, LATENT = 256, (16, 32, 32)  # a synthetic batch's shapes: the reference's (256 x 256 images)
 Batch = dict[str, torch.Tensor]
+PREPROCESSED, RAW = "preprocessed", "raw"  # the reference's two data routes (FluxRecipe.data_route)
 
 
 @dataclass(frozen=True)
@@ -35,13 +38,15 @@ class ScaleFacts:
     text_len: int  # a synthetic batch's caption tokens
     latent: tuple[int, int, int]  # a synthetic batch's latent
     draws: bool  # pictures of each evaluation (the reference's preprocessed route has no image decoder)
+    routes: tuple[str, ...]  # the data routes it reads (FluxRecipe.data_route): the first where there is no choice
 
 
 SCALES = {
-    "reference": ScaleFacts(reference.find, (flow.AE_SHIFT, flow.AE_SCALE), EVAL_BATCH, T5_LEN, LATENT, False),
+    "reference": ScaleFacts(reference.find, (flow.AE_SHIFT, flow.AE_SCALE), EVAL_BATCH, T5_LEN, LATENT, False,
+                            (PREPROCESSED, RAW)),
     # a CPU scores larger evaluation batches faster (the loss is each sample's own); 32 x 32 images
     "mini": ScaleFacts(mini.files, (mini.SHIFT, mini.SCALE), 128, glyphs.TEXT_TOKENS, (mini.LATENT_CHANNELS, 16, 16),
-                       True),
+                       True, (PREPROCESSED,)),
 }  # fmt: skip
 
 
@@ -60,8 +65,11 @@ class FluxWorkload(Workload):
             self.flavour = "debug"  # 11.9 B parameters do not fit a CPU's memory: the same code at a toy width
         self.args: flux_model.FluxArgs = flux_model.FLAVOURS[self.flavour]
         self.files: reference.Files | None = None
-        self.train: reference.Encodings | None = None
-        self.valid: reference.Encodings | None = None
+        self.raw_files: raw.Files | None = None
+        self.encoders: encoders.Encoders | None = None  # the raw route's
+        self.route = self.recipe.data_route  # resolved by prepare (a dry run reads no data and logs the choice)
+        self.train: reference.Encodings | raw.Images | None = None
+        self.valid: reference.Encodings | raw.Shards | None = None
         self.facts = SCALES[self.spec.scale]
         self.shift_scale, self.eval_batch = self.facts.shift_scale, self.facts.eval_batch
         a = self.args
@@ -69,10 +77,34 @@ class FluxWorkload(Workload):
         self.noise_gen: torch.Generator | None = None
 
     # --- files -----------------------------------------------------------------------------------------
+    def _route(self) -> str:
+        """The data route: the recipe's, or with ``auto`` the preprocessed encodings where they are, else the raw
+        images where they are (the preprocessed route, the one the reference recommends, is named when neither is)."""
+        choice, routes = self.recipe.data_route, self.facts.routes
+        if choice not in (*routes, "auto"):
+            raise DataError(f"flux1 {self.spec.scale}: its data is in the {' or '.join(routes)} layout, not "
+                            f"data_route={choice} (leave data_route at auto)")  # fmt: skip
+        if len(routes) == 1:
+            return routes[0]
+        if choice != "auto":
+            return choice
+        preprocessed = (reference.reference_dir(self.data_dir) / reference.TRAIN / reference.STATE).is_file()
+        return RAW if not preprocessed and raw.present(self.data_dir) else PREPROCESSED
+
     def prepare(self) -> None:
         """Untimed: both save_to_disk folders found, their Arrow files mapped and their columns checked (no encoding
-        decoded), the empty encodings read."""
-        self.files = self.facts.files(self.data_dir)
+        decoded), the empty encodings read; on the raw route the encoders' configurations checked against the
+        transformer's widths, the encoders loaded, the empty caption encoded."""
+        self.route = self._route()
+        if self.route == RAW:
+            return self._prepare_raw()
+        try:
+            self.files = self.facts.files(self.data_dir)
+        except DataError as e:
+            if len(self.facts.routes) == 1 or self.recipe.data_route != "auto":
+                raise
+            raise DataError(f"{e}; or place the raw images, captions and encoders (README.md, 'Reference scale': "
+                            f"{raw.TRAIN}/, {raw.VALIDATION}/, {raw.ENCODERS}/)") from None  # fmt: skip
         for folder, validation in ((self.files.train, False), (self.files.validation, True)):
             for path in reference.arrow_files(folder):
                 reference.open_table(path, validation=validation)
@@ -82,18 +114,32 @@ class FluxWorkload(Workload):
         )
         self.empty = (torch.from_numpy(t5), torch.from_numpy(clip))
 
+    def _prepare_raw(self) -> None:
+        files = raw.find(self.data_dir)
+        for path in reference.arrow_files(files.train):
+            raw.open_images(path)
+        found, a = encoders.folders(files.encoders), self.args
+        channels = a.in_channels // (flow.PATCH * flow.PATCH)
+        encoders.check(found, t5_dim=a.joint_attention_dim, clip_dim=a.pooled_projection_dim,
+                       latent_channels=channels, image_size=raw.IMAGE_SIZE)  # fmt: skip
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32  # the reference's: bf16 on a GPU
+        self.encoders = encoders.Encoders(found, self.device, dtype)
+        self.empty, self.raw_files = self.encoders.empty(), files
+
     def load_data(self) -> None:
-        """Timed: both splits mapped and counted, every validation timestep read and checked (0..7, each used);
-        an encoding is decoded and checked (dtype, shape) when its batch is read."""
-        assert self.files is not None
-        self.train = reference.load(self.files.train, validation=False)
-        self.valid = reference.load(self.files.validation, validation=True)
+        """Timed: both splits mapped and counted (the raw route's tar shards indexed), every validation timestep read
+        and checked (0..7, each used); an encoding (or an image) is decoded and checked when its batch is read."""
+        if self.raw_files is not None:
+            self.train = raw.load_images(self.raw_files.train)
+            self.valid = raw.load_shards(self.raw_files.validation)
+        else:
+            assert self.files is not None
+            self.train = reference.load(self.files.train, validation=False)
+            self.valid = reference.load(self.files.validation, validation=True)
         assert self.valid.timesteps is not None
         missing = sorted(set(range(flow.VALIDATION_TIMESTEPS)) - set(self.valid.timesteps.tolist()))
         if missing:
-            from trainperf.errors import DataError
-
-            raise DataError(f"{self.files.validation}: no sample of timestep(s) {missing}; the loss averages all 8")
+            raise DataError(f"{self.valid.folder}: no sample of timestep(s) {missing}; the loss averages all 8")
 
     @property
     def train_samples(self) -> int:
@@ -150,6 +196,7 @@ class FluxWorkload(Workload):
             evaluation_frequency=int(self.spec.interval(r)),  # the reference: CEIL(262,144 / batch) x batch
             trainperf_model_flavour=self.flavour,  # "debug" where a CPU check ran the transformer at a toy width
             trainperf_classifier_free_guidance_prob=r.classifier_free_guidance_prob,
+            trainperf_data_route=self.route,  # "raw": images and captions encoded batch by batch
         )
         return out
 
@@ -165,7 +212,16 @@ class FluxWorkload(Workload):
             "logvar": torch.full((n, *latent), -6.0).bfloat16(),
         }
 
-    def _batch(self, split: reference.Encodings, indices: np.ndarray) -> Batch:
+    def _batch(self, split: Any, indices: np.ndarray) -> Batch:
+        """The preprocessed route's encodings of ``indices`` (bf16), or the raw route's images (uint8) and token
+        ids, which :meth:`_encoded` encodes on the device."""
+        if self.encoders is not None:
+            images, captions = raw.batch(split, indices)
+            t5_ids, clip_ids = self.encoders.tokens(captions)
+            out = {"image": torch.from_numpy(images), "t5_ids": t5_ids, "clip_ids": clip_ids}
+            if split.timesteps is not None:
+                out["timestep"] = torch.from_numpy(split.timesteps[np.asarray(indices, dtype=np.int64)])
+            return out
         a = self.args
         got = reference.rows(
             split, indices, t5_dim=a.joint_attention_dim, clip_dim=a.pooled_projection_dim,
@@ -190,6 +246,11 @@ class FluxWorkload(Workload):
                 yield self._batch(self.train, order[b : b + gb][mine])
             epoch += 1
 
+    def _encoded(self, batch: Batch) -> Batch:
+        """A batch as the transformer reads it: a raw batch encoded by the user's encoders (the reference's
+        preprocess_data before each step), a preprocessed one as it is."""
+        return self.encoders.encode(batch) if "image" in batch and self.encoders is not None else batch
+
     def _noise(self) -> torch.Generator:
         """This rank's stream of posterior draws, noise, timesteps and text dropout (the reference seeds each
         data-parallel rank apart so that ranks draw different noise)."""
@@ -201,7 +262,7 @@ class FluxWorkload(Workload):
     def loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         """The reference's train_step: x_0 drawn from the posterior, t ~ U[0, 1), x_t = (1 - t) x_0 + t noise, the
         text of a sample dropped with probability ``classifier_free_guidance_prob``, MSE against noise - x_0."""
-        b = {k: v.to(self.device, non_blocking=True).float() for k, v in batch.items()}
+        b = {k: v.to(self.device, non_blocking=True).float() for k, v in self._encoded(batch).items()}
         g, shape = self._noise(), b["mean"].shape
         x0 = flow.latent(b["mean"], b["logvar"], torch.randn(shape, generator=g, device=self.device), *self.shift_scale)
         noise = torch.randn(shape, generator=g, device=self.device)
@@ -226,6 +287,7 @@ class FluxWorkload(Workload):
     @torch.no_grad()
     def timestep_losses(self, model: torch.nn.Module, batch: Batch, indices: np.ndarray) -> torch.Tensor:
         """Each validation sample's loss at its own timestep k / 8 (the reference's eval_step)."""
+        batch = self._encoded(batch)
         b = {k: v.to(self.device).float() for k, v in batch.items() if k != "timestep"}
         eps, noise = self._eval_draws(indices, tuple(b["mean"].shape[1:]))
         x0 = flow.latent(b["mean"], b["logvar"], eps, *self.shift_scale)
