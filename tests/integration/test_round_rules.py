@@ -312,7 +312,9 @@ def test_an_rcp_failure_that_the_package_records_as_the_committees_bypass_is_acc
     ssd = dataclasses.replace(failed, submission_epochs=7.3333, rcp_mean=71 / 9, min_epochs=7.419)
     assert checked(1.07575758, ssd).problems == [] and len(checked(1.0757, ssd).problems) == 2
     # Dell's XE8640x4H100-SXM-80GB unet3d: the committee's factor written to six places, 1.182625 of 1.18262508
-    dell = dataclasses.replace(failed, message="Missing RCP, please submit RCP with BS = 28", submission_epochs=322_035.0)
+    dell = dataclasses.replace(
+        failed, message="Missing RCP, please submit RCP with BS = 28", submission_epochs=322_035.0
+    )
     assert checked(1.182625, dell).problems == [] and len(checked(1.182624, dell).problems) == 2
 
 
