@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trainperf.results",
             "trainperf.run_checks",
             "trainperf.timeline",
+            "trainperf.published",
             "trainperf.distinct",
             "trainperf.scoring",
             "trainperf.system",

@@ -272,14 +272,6 @@ def _prepare(
         raise UsageError(f"unknown benchmark {key!r}: the benchmarks are {', '.join(BENCHMARKS)}")
     chosen, noted = _ruleset_of(path, lines, scale, ruleset)
     config = _config_of(config, scale, benchmark)
-    raw_timing, accepted = published.accepted(
-        timing_problems(
-            ((ln.lineno, ln.record) for ln in lines if ln.record is not None),
-            after_stop=benchmark in rulesets.evaluated_after_run_stop(chosen),
-        ),
-        data,
-    )  # a result file MLCommons published as it is keeps the timeline findings its round's tools accept
-    noted = noted + accepted
     result = functools.partial(
         _result, path=path, scale=scale, benchmark=benchmark, ruleset=chosen, config=config, noted=noted
     )
@@ -294,6 +286,14 @@ def _prepare(
             "(the official checker was not run: the log holds values that could lead it to other files)",
         )
 
+    raw_timing, accepted = published.accepted(
+        timing_problems(
+            ((ln.lineno, ln.record) for ln in lines if ln.record is not None),
+            after_stop=benchmark in rulesets.evaluated_after_run_stop(chosen),
+        ),
+        data,
+    )  # a result file MLCommons published as it is keeps the timeline findings its round's tools accept
+    result = functools.partial(result, noted=noted + accepted)
     fix = "the log is damaged or was edited: restore it, or redo the run"
     timing = [f"{TIMING_PROBLEM}: {p}; {fix}" for p in raw_timing]
     problems = preflight(lines, benchmark, chosen)

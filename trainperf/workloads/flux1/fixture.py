@@ -19,9 +19,6 @@ import numpy as np
 from trainperf.workloads.flux1 import reference
 
 T5_LEN, T5_DIM, CLIP_DIM, LATENT = 256, 4096, 768, (16, 32, 32)
-# the rest of a datasets state.json, as save_to_disk writes it
-STATE_FIELDS = {"_fingerprint": "trainperf-fixture", "_format_columns": None, "_format_kwargs": {},
-                "_format_type": None, "_output_all_columns": False, "_split": None}  # fmt: skip
 
 
 def to_npy_bytes(values: np.ndarray) -> bytes:
@@ -64,6 +61,8 @@ def write_split(folder: Path, rows: dict[str, list], *, shards: int = 2) -> None
         lo, hi = n * k // shards, n * (k + 1) // shards
         with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
             writer.write_table(table.slice(lo, hi - lo))
+    from trainperf.workloads.flux1.raw_fixture import STATE_FIELDS
+
     state = {"_data_files": [{"filename": name} for name in names], **STATE_FIELDS}
     features = {name: {"dtype": str(kind), "_type": "Value"} for name, kind in fields}
     (folder / reference.STATE).write_text(json.dumps(state, indent=2, sort_keys=True))

@@ -20,6 +20,9 @@ from trainperf.workloads.flux1 import encoders, flow, raw, reference
 WORDS = ("a", "red", "blue", "green", "cat", "dog", "bird", "on", "the", "mat", "sofa", "grass", "photo", "of")
 T5_SPECIALS = ("<pad>", "</s>", "<unk>")  # T5's ids 0, 1, 2
 CLIP_SPECIALS = ("<|startoftext|>", "<|endoftext|>")
+# the rest of a datasets state.json, as save_to_disk writes it (this fixture and fixture.py write one)
+STATE_FIELDS = {"_fingerprint": "trainperf-fixture", "_format_columns": None, "_format_kwargs": {},
+                "_format_type": None, "_output_all_columns": False, "_split": None}  # fmt: skip
 
 
 def captions(rng: np.random.Generator, n: int) -> list[str]:
@@ -39,8 +42,6 @@ def image(rng: np.random.Generator, width: int, height: int, fmt: str) -> bytes:
 def write_cc12m(folder: Path, rng: np.random.Generator, n: int, *, shards: int = 2) -> None:
     """``n`` CC12M rows as clean_cc12m.py saves them: the original (here 320 x 256) and its 256 x 256 copy."""
     import pyarrow as pa
-
-    from trainperf.workloads.flux1.fixture import STATE_FIELDS
 
     folder.mkdir(parents=True, exist_ok=True)
     image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
