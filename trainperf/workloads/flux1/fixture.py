@@ -11,7 +11,6 @@ The raw route (``raw.py``, ``encoders.py``; ``raw_fixture.py`` writes it): image
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -46,27 +45,17 @@ def encoding_rows(rng: np.random.Generator, n: int, *, timesteps: bool, t5_len: 
 
 
 def write_split(folder: Path, rows: dict[str, list], *, shards: int = 2) -> None:
-    """A save_to_disk folder: ``shards`` Arrow stream files, ``state.json`` listing them, ``dataset_info.json``."""
+    """A save_to_disk folder of the preprocessed encodings (``raw_fixture.save_to_disk``)."""
     import pyarrow as pa
 
-    folder.mkdir(parents=True, exist_ok=True)
+    from trainperf.workloads.flux1.raw_fixture import save_to_disk
+
     fields = [("__key__", pa.string())] + [(c, pa.binary()) for c in reference.ENCODINGS]
     if "timestep" in rows:
         fields.append(("timestep", pa.int32()))
-    schema = pa.schema(fields)
-    table = pa.table({name: rows[name] for name, _ in fields}, schema=schema)
-    n = table.num_rows
-    names = [f"data-{k:05d}-of-{shards:05d}.arrow" for k in range(shards)]
-    for k, name in enumerate(names):
-        lo, hi = n * k // shards, n * (k + 1) // shards
-        with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-            writer.write_table(table.slice(lo, hi - lo))
-    from trainperf.workloads.flux1.raw_fixture import STATE_FIELDS
-
-    state = {"_data_files": [{"filename": name} for name in names], **STATE_FIELDS}
+    table = pa.table({name: rows[name] for name, _ in fields}, schema=pa.schema(fields))
     features = {name: {"dtype": str(kind), "_type": "Value"} for name, kind in fields}
-    (folder / reference.STATE).write_text(json.dumps(state, indent=2, sort_keys=True))
-    (folder / reference.INFO).write_text(json.dumps({"features": features}, indent=2))
+    save_to_disk(folder, table, features, shards)
 
 
 def write_empty(folder: Path, rng: np.random.Generator) -> None:

@@ -20,9 +20,26 @@ from trainperf.workloads.flux1 import encoders, flow, raw, reference
 WORDS = ("a", "red", "blue", "green", "cat", "dog", "bird", "on", "the", "mat", "sofa", "grass", "photo", "of")
 T5_SPECIALS = ("<pad>", "</s>", "<unk>")  # T5's ids 0, 1, 2
 CLIP_SPECIALS = ("<|startoftext|>", "<|endoftext|>")
-# the rest of a datasets state.json, as save_to_disk writes it (this fixture and fixture.py write one)
+# the rest of a datasets state.json, as save_to_disk writes it
 STATE_FIELDS = {"_fingerprint": "trainperf-fixture", "_format_columns": None, "_format_kwargs": {},
                 "_format_type": None, "_output_all_columns": False, "_split": None}  # fmt: skip
+
+
+def save_to_disk(folder: Path, table, features: dict, shards: int) -> None:
+    """``table`` (a pyarrow table) as `datasets`' save_to_disk writes a folder: ``shards`` Arrow stream files,
+    ``state.json`` listing them, ``dataset_info.json`` with ``features`` (this fixture's and fixture.py's)."""
+    import pyarrow as pa
+
+    folder.mkdir(parents=True, exist_ok=True)
+    n = table.num_rows
+    names = [f"data-{k:05d}-of-{shards:05d}.arrow" for k in range(shards)]
+    for k, name in enumerate(names):
+        lo, hi = n * k // shards, n * (k + 1) // shards
+        with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table.slice(lo, hi - lo))
+    state = {"_data_files": [{"filename": name} for name in names], **STATE_FIELDS}
+    (folder / reference.STATE).write_text(json.dumps(state, indent=2, sort_keys=True))
+    (folder / reference.INFO).write_text(json.dumps({"features": features}, indent=2))
 
 
 def captions(rng: np.random.Generator, n: int) -> list[str]:
@@ -43,7 +60,6 @@ def write_cc12m(folder: Path, rng: np.random.Generator, n: int, *, shards: int =
     """``n`` CC12M rows as clean_cc12m.py saves them: the original (here 320 x 256) and its 256 x 256 copy."""
     import pyarrow as pa
 
-    folder.mkdir(parents=True, exist_ok=True)
     image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     schema = pa.schema([("__key__", pa.string()), ("txt", pa.string()), ("jpg", image_type), ("png", image_type)])
     size = raw.IMAGE_SIZE
@@ -51,17 +67,9 @@ def write_cc12m(folder: Path, rng: np.random.Generator, n: int, *, shards: int =
     for _ in range(n):
         rows["jpg"].append({"bytes": image(rng, size + 64, size, "JPEG"), "path": None})
         rows["png"].append({"bytes": image(rng, size, size, "PNG"), "path": None})
-    table = pa.table(rows, schema=schema)
-    names = [f"data-{k:05d}-of-{shards:05d}.arrow" for k in range(shards)]
-    for k, name in enumerate(names):
-        lo, hi = n * k // shards, n * (k + 1) // shards
-        with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-            writer.write_table(table.slice(lo, hi - lo))
-    state = {"_data_files": [{"filename": name} for name in names], **STATE_FIELDS}
     features = {"__key__": {"dtype": "string", "_type": "Value"}, "txt": {"dtype": "string", "_type": "Value"},
                 "jpg": {"_type": "Image"}, "png": {"_type": "Image"}}  # fmt: skip
-    (folder / reference.STATE).write_text(json.dumps(state, indent=2, sort_keys=True))
-    (folder / reference.INFO).write_text(json.dumps({"features": features}, indent=2))
+    save_to_disk(folder, pa.table(rows, schema=schema), features, shards)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
