@@ -1,6 +1,6 @@
 """Calibrate a mini target: time-to-train over calibration seeds, and what an untrained network scores.
 
-    python benchmarks/calibrate.py dlrm --runs 10 --out /tmp/dlrm-calibration
+    python benchmarks/calibrate.py dlrm --runs 10 --out /tmp/dlrm-calibration [--precision bf16] [--compile]
 
 Any benchmark with a mini scale. Runs the default recipe through the real harness (`trainperf run KEY
 --runs N --seed S`, with its progress budget), then evaluates the untrained network (same seeds, same
@@ -138,6 +138,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, help="output folder (default /tmp/<benchmark>-calibration)")
     p.add_argument("--data-dir", type=Path, default=default_data_dir())
     p.add_argument("--untrained-only", action="store_true", help="skip the runs; evaluate untrained models only")
+    p.add_argument("--precision", help="passed to `trainperf run --precision` (default: the run's own, auto)")
+    p.add_argument("--compile", action="store_true", help="passed to `trainperf run` (torch.compile of the model)")
     a = p.parse_args()
     spec = registry.get_spec(a.benchmark, "mini")
     if a.seed not in seeds.CALIBRATION_SEEDS or a.seed + a.runs - 1 not in seeds.CALIBRATION_SEEDS:
@@ -146,6 +148,7 @@ def main() -> int:
     print(f"target {spec.target_text}")
     if not a.untrained_only:
         cmd = [sys.executable, "-m", "trainperf", "run", a.benchmark, "--runs", str(a.runs), "--seed", str(a.seed)]
+        cmd += [*(["--precision", a.precision] if a.precision else []), *(["--compile"] if a.compile else [])]
         rc = subprocess.call([*cmd, "--out", str(out), "--data-dir", str(a.data_dir), "--quiet"])
         if rc not in (0, 1):  # 1: some runs did not reach the target, which is a calibration's finding
             p.exit(rc, f"calibrate: the runs stopped with exit code {rc} (above); {out} was not read\n")

@@ -1,6 +1,7 @@
 """Every workload beside a straightforward peer: same model, same mini data, same batch, one process.
 
     python benchmarks/peers.py [KEY ...] [--steps N] [--repeats R] [--json PATH] [--compile]
+                               [--precision fp32|bf16] [--peer-precision fp32|bf16]
 
 For each benchmark (all thirteen, or those named) trainperf's path (the workload as a run builds it and the
 harness's ``Stepper``: zero_grad, the workload's loss, backward, clipping, optimizer and scheduler) and a
@@ -70,7 +71,11 @@ something. The peers:
 
 With ``--compile`` trainperf's side runs as ``trainperf run --compile`` makes it (the harness's ``torch.compile`` of
 the model; the compilation falls in the untimed warm-up, where a run pays it on its clock: the workload's README
-says what it costs a run). The peer is never compiled: it is the straightforward way.
+says what it costs a run; the decoder benchmarks' loss is compiled with it, as in a run). The peer is never compiled:
+it is the straightforward way. ``--precision bf16`` runs trainperf's side under the bf16 autocast of ``trainperf run
+--precision bf16``; ``--peer-precision bf16`` runs the peer's forward under ``torch.autocast(dtype=bfloat16)``, as its
+library's users switch it on (the peers that train in a plain loop; minigo's self-play stays fp32). The table's title
+says each side's.
 
 Every batch-based side except resnet's trains on the same batches, drawn once from the workload's mini
 data (its own loader and augmentation) and held in memory, so that loading is timed on neither side.
@@ -141,14 +146,15 @@ def workload(key: str, **replace: Any):
     spec, recipe = registry.get_spec(key, "mini"), registry.default_recipe(key, "mini")
     if replace:
         recipe = dataclasses.replace(recipe, **replace)
-    w = registry.workload_class(key)(spec, recipe, RunConfig(seed=0), data_dir=default_data_dir(), dist=DistContext())
+    config = RunConfig(seed=0, switches=Switches(compile=COMPILE["on"]))  # the workload's own part of --compile
+    w = registry.workload_class(key)(spec, recipe, config, data_dir=default_data_dir(), dist=DistContext())
     w.prepare()
     w.load_data()
     return w
 
 
 COMPILE = {"on": False}  # --compile: trainperf's side compiled as `trainperf run --compile` compiles it
-PRECISION = {"trainperf": "fp32"}  # --precision: trainperf's side under the autocast `trainperf run --precision` uses
+PRECISION = {"trainperf": "fp32", "peer": "fp32"}  # --precision, --peer-precision: each side's autocast
 
 
 def stepper_for(w, model: nn.Module) -> Stepper:
@@ -180,9 +186,12 @@ def stepping(step: Callable[[Any], None], next_batch: Callable[[], Any], size: C
 def plain_step(model: nn.Module, opt, sched, loss_fn, clip: float = 0.0) -> Callable[[Any], None]:
     """zero_grad, loss, backward, (clip), step, scheduler: the loop every library's tutorial writes."""
 
+    autocast = Precision(PRECISION["peer"], "cpu")  # --peer-precision bf16: torch.autocast, as its users write it
+
     def step(b) -> None:
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, b)
+        with autocast.forward():
+            loss = loss_fn(model, b)
         loss.backward()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -763,8 +772,8 @@ def measure(key: str, steps: int, repeats: int, profile: int = 0) -> dict[str, A
 
 def table(results: dict[str, dict[str, Any]], repeats: int) -> str:
     lines = [
-        f"trainperf{' --compile' if COMPILE['on'] else ''} beside a straightforward peer, mini scale, CPU "
-        f"{torch.get_num_threads()} threads, median of {repeats}",
+        f"trainperf{' --compile' if COMPILE['on'] else ''} ({PRECISION['trainperf']}) beside a straightforward peer "
+        f"({PRECISION['peer']}), mini scale, CPU {torch.get_num_threads()} threads, median of {repeats}",
         f"{'workload':9s} {'unit':12s} {'trainperf':>10s} {'peer':>10s} {'ratio':>6s}  batch; peer",
     ]
     for key, r in results.items():
@@ -791,9 +800,15 @@ def main(argv: list[str] | None = None) -> int:
         default="fp32",
         help="trainperf's side under this autocast, as `trainperf run --precision` sets it (default fp32)",
     )
+    p.add_argument(
+        "--peer-precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="the peer's loss under this autocast (torch.autocast around its forward; default fp32)",
+    )
     a = p.parse_args(argv)
     COMPILE["on"] = a.compile
-    PRECISION["trainperf"] = a.precision
+    PRECISION["trainperf"], PRECISION["peer"] = a.precision, a.peer_precision
     unknown = [k for k in a.keys if k not in KEYS]
     if unknown or (a.steps is not None and a.steps < 1) or a.repeats < 1:
         p.error(
@@ -811,7 +826,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(table(results, a.repeats))
     if a.json:
-        doc = {"repeats": a.repeats, "threads": torch.get_num_threads(), "compile": a.compile, "workloads": results}
+        doc = {
+            "repeats": a.repeats,
+            "threads": torch.get_num_threads(),
+            "compile": a.compile,
+            "precision": dict(PRECISION),
+            "workloads": results,
+        }
         tmp = a.json.with_name(a.json.name + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         tmp.replace(a.json)

@@ -218,14 +218,22 @@ def test_the_flux_peer_has_the_minis_sizes_and_trains_the_same_objective(peers):
     assert expected > 0.5  # the model's output is not zero: the prediction takes part
 
 
-def test_the_flux1_row(peers, data_dir, tmp_path, capsys):
-    """flux1's row: trainperf's mini step beside diffusers' FLUX training of the same parameter count, in samples/s."""
+def test_the_flux1_row(peers, data_dir, tmp_path, capsys, monkeypatch):
+    """flux1's row: trainperf's mini step beside diffusers' FLUX training of the same parameter count, in samples/s;
+    here both sides under bf16 autocast, which the title and the JSON say."""
     out = tmp_path / "peers.json"
-    assert peers.main(["flux1", "--steps", "2", "--repeats", "1", "--json", str(out)]) == 0
-    r = json.loads(out.read_text())["workloads"]["flux1"]
+    for side in ("trainperf", "peer"):
+        monkeypatch.setitem(peers.PRECISION, side, "fp32")  # restored after the test
+    argv = ["flux1", "--steps", "2", "--repeats", "1", "--json", str(out), "--precision", "bf16"]
+    assert peers.main([*argv, "--peer-precision", "bf16"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["precision"] == {"trainperf": "bf16", "peer": "bf16"}
+    r = doc["workloads"]["flux1"]
     assert r["unit"] == "samples/s" and r["batch"] == "32 latents 12 x 16 x 16" and "diffusers" in r["peer_name"]
     assert r["note"] == "parameters: trainperf 1,810,096, peer 1,810,096"
     assert r["trainperf"]["median"] > 0 and r["peer"]["median"] > 0
-    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("flux1 ")]
+    printed = capsys.readouterr().out
+    assert "trainperf (bf16) beside a straightforward peer (bf16)" in printed
+    [row] = [line for line in printed.splitlines() if line.startswith("flux1 ")]
     assert row.split()[1:5] == ["samples/s", f"{r['trainperf']['median']:.1f}", f"{r['peer']['median']:.1f}",
                                 f"{r['ratio']:.2f}"]  # fmt: skip

@@ -180,3 +180,28 @@ def test_a_log_claiming_a_mini_run_of_it_is_told_there_is_none(without_mini):
 
     with pytest.raises(NotAvailableError, match="no mini scale yet in trainperf: it is not a trainperf mini log"):
         compliance._config_of(None, "mini", "flux1")
+
+
+def test_under_a_cpus_bf16_autocast_attention_takes_the_plain_kernel():
+    """PyTorch's CPU flash-attention backward is several times slower in bf16 than its plain kernel at the mini's
+    shapes, so trainperf's FLUX attention takes the plain one under a CPU's bf16 autocast (and PyTorch's choice,
+    flash, in fp32); the bf16 step's loss agrees with the fp32 one to bf16's precision."""
+    from trainperf.workloads.flux1 import model as flux_model
+
+    args = FLAVOURS["debug"]
+    torch.manual_seed(0)
+    net = flux_model.build(args)
+    g = torch.Generator().manual_seed(1)
+    xt, t = torch.randn(2, args.in_channels // 4, 4, 4, generator=g), torch.rand(2, generator=g)  # 2x2 patches
+    t5 = torch.randn(2, 3, args.joint_attention_dim, generator=g)
+    clip = torch.randn(2, args.pooled_projection_dim, generator=g)
+    losses, kernels = [], []
+    for autocast in (False, True):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = flow.predict(net, xt, t, t5, clip).float().square().mean()
+            loss.backward()
+        losses.append(float(loss))
+        kernels.append({e.key for e in prof.key_averages() if "attention" in e.key and "flash" in e.key})
+    assert kernels[0] and not kernels[1]
+    assert losses[1] == pytest.approx(losses[0], rel=0.05)

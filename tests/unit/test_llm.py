@@ -11,7 +11,14 @@ import torch
 
 from trainperf.errors import DataError
 from trainperf.workloads.common.llm import indexed
-from trainperf.workloads.common.llm.model import LLAMA31_8B, Decoder, DecoderArgs, RopeScaling, rope_frequencies
+from trainperf.workloads.common.llm.model import (
+    LLAMA31_8B,
+    Decoder,
+    DecoderArgs,
+    RopeScaling,
+    rope_frequencies,
+    token_cross_entropy,
+)
 from trainperf.workloads.common.llm.packing import PackedSequences
 
 DOCS = [[5, 6, 7], [8, 9], [10, 11, 12, 13, 14], [15], [16, 17, 18, 19]]
@@ -177,3 +184,26 @@ def test_a_sliding_window_layer_sees_the_window_and_no_further():
     assert seen.tolist() == [False] * 6 + [True] * 4 + [False] * 2  # itself and the 3 before it
     torch.testing.assert_close(windowed(x, cos, sin)[:, :4], full(x, cos, sin)[:, :4])  # within the window: the same
     assert model.layers[0].attention.window == 3 and model.layers[1].attention.window is None
+
+
+def test_the_compiled_cross_entropy_is_the_cross_entropy():
+    """``trainperf run --compile`` computes the decoders' loss through torch.compile: the same mean fp32
+    cross-entropy (a -100 label ignored) and the same gradient as the eager function, from bf16 logits too."""
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 11, (2, 5), generator=g)
+    labels[1, 3] = -100
+    for dtype in (torch.float32, torch.bfloat16):
+        logits = torch.randn(2, 5, 11, generator=g).to(dtype)
+        results = []
+        for compiled in (False, True):
+            x = logits.clone().requires_grad_()
+            loss = token_cross_entropy(x, labels, compiled=compiled)
+            results.append((loss, torch.autograd.grad(loss, x)[0]))
+        (eager, eager_grad), (fused, fused_grad) = results
+        assert eager.dtype == fused.dtype == torch.float32
+        torch.testing.assert_close(fused, eager)
+        torch.testing.assert_close(fused_grad, eager_grad)
+        assert not eager_grad[1, 3].any()  # the ignored position
+        assert float(eager) == pytest.approx(
+            float(torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten()))
+        )

@@ -78,21 +78,68 @@ def test_routing_and_gradients_match_a_plain_per_token_loop(kw):
         assert low.dtype == dtype and (low.float() - theirs).abs().max() < 0.1 * theirs.abs().max()
 
 
-def test_the_grouped_experts_compute_what_the_loop_computes_bit_for_bit():
-    """A CPU's grouped products against the loop over experts (the path of other devices, dtypes and the compiler),
-    with an expert that got no token: the same outputs and gradients, to the last bit."""
+@pytest.mark.parametrize("path", ["grouped", "padded"])
+def test_the_cpu_paths_of_the_experts_compute_what_the_loop_computes(path):
+    """A CPU's two paths against the loop over experts (the path of other devices and dtypes), with an expert that got
+    no token, which gets no gradient. ``grouped`` (fp32): one grouped product per matrix, the same outputs and
+    gradients to the last bit. ``padded`` (bf16 autocast): every expert's rows padded with zero rows to one length, a
+    multiple of PAD_ROWS, so that oneDNN builds kernels for a few shapes, not for every step's counts; run in fp32 it
+    gives the loop's outputs and gradients to rounding (the padded products sum in another order)."""
     layer = _layer()
     x = torch.randn(11, DIM)
     counts = [4, 0, 5, 2]
     results = []
-    for path in (layer.experts.grouped, layer.experts.looped):
+    for run in (getattr(layer.experts, path), layer.experts.looped):
         xi = x.clone().requires_grad_()
-        out = path(xi, counts)
+        out = run(xi, counts)
         grads = torch.autograd.grad(out.square().sum(), [xi, *layer.experts.parameters()])
         results.append((out, *grads))
     for a, b in zip(*results, strict=True):
-        assert torch.equal(a, b)
+        if path == "grouped":
+            assert torch.equal(a, b)
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert not results[0][2][1].any() and not results[0][3][1].any()  # the idle expert's matrices get no gradient
+
+
+def test_under_a_cpus_bf16_autocast_the_experts_run_padded(monkeypatch):
+    """A bf16 step on a CPU takes the padded path (the loop's per-expert products would each be a new kernel shape),
+    its products in bf16, and the layer agrees with the fp32 layer to bf16's precision."""
+    layer = _layer()
+    x = torch.randn(2, 7, DIM)
+    taken = []
+    padded = type(layer.experts).padded
+    monkeypatch.setattr(type(layer.experts), "padded", lambda self, *a: taken.append(padded(self, *a)) or taken[-1])
+    with torch.no_grad():
+        full = layer(x)
+        assert not taken  # fp32: the grouped products, as before
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = layer(x)
+    assert [out.dtype for out in taken] == [torch.bfloat16]  # the experts' products in bf16
+    assert (low.float() - full).abs().max() < 0.05 * full.abs().max()
+
+
+def test_a_compiled_moe_layer_gives_the_eager_layers_outputs_without_recompiling():
+    """``trainperf run --compile``: the experts' part runs outside the compiled graph (their row counts change every
+    step and would make the compiler build a graph for each); the compiled layer computes the eager one's outputs
+    and gradients, and a batch routed otherwise reuses the graphs already built."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    layer = _layer()
+    compiled = torch.compile(layer)
+    for seed in (1, 2):
+        x = torch.randn(2, 6, DIM, generator=torch.Generator().manual_seed(seed))
+        with torch._dynamo.config.patch(error_on_recompile=seed == 2):
+            got = compiled(x)
+        grads = torch.autograd.grad(got.square().sum(), list(layer.parameters()), allow_unused=True)
+        want = layer(x)
+        expected = torch.autograd.grad(want.square().sum(), list(layer.parameters()), allow_unused=True)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for g, e in zip(grads, expected, strict=True):
+            assert (g is None) == (e is None)
+            if g is not None:
+                torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)  # the compiler sums in its own order
 
 
 def test_the_auxiliary_loss_trains_the_router_without_entering_the_logged_loss():

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from trainperf.errors import DataError
 from trainperf.workloads.common.fsdp import copy_into
 from trainperf.workloads.common.llm import expert_parallel, tokenizer
-from trainperf.workloads.common.llm.model import Decoder
+from trainperf.workloads.common.llm.model import Decoder, token_cross_entropy
 from trainperf.workloads.common.llm.moe import MoE
 from trainperf.workloads.deepseekv3_671b import checkpoint, mini_start
 from trainperf.workloads.deepseekv3_671b.model import FLAVOURS
@@ -132,7 +132,7 @@ class DeepSeekWorkload(GptOssWorkload):
         batch = batch.to(self.device, non_blocking=True)
         labels = batch[:, 1:]
         logits, mtp = model(batch[:, :-1], labels)
-        lm = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+        lm = token_cross_entropy(logits, labels, compiled=self.config.switches.compile)
         return lm + self.args.mtp_loss_scale * mtp
 
     def dry_run_evaluate(self, model: torch.nn.Module):

@@ -74,7 +74,27 @@ def build(args: FluxArgs) -> nn.Module:
     for m in model.modules():
         if isinstance(m, nn.RMSNorm):
             m.eps = None  # torchtitan's QKNorm: nn.RMSNorm(dim), eps of the dtype (diffusers sets 1e-6)
+    model.set_attn_processor(_cpu_attention_processor())
     return model
+
+
+def _cpu_attention_processor():
+    """diffusers' own FLUX attention, except that under a CPU's bf16 autocast it takes PyTorch's plain (math)
+    attention kernel. PyTorch's CPU flash-attention backward is about 4 times slower in bf16 than the plain kernel at
+    the mini's shapes (32 x 4 heads x 72 tokens x 32, forward and backward: 17.8 ms against 4.0 ms; fp32 flash 3.1
+    ms), which cost a bf16 step more than its bf16 products save (``benchmarks/peers.py flux1 --precision bf16``).
+    In fp32 and on a GPU the kernel is PyTorch's choice, as before."""
+    from diffusers.models.transformers.transformer_flux import FluxAttnProcessor
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    class CPUAttnProcessor(FluxAttnProcessor):
+        def __call__(self, attn, hidden_states, *args, **kwargs):
+            if hidden_states.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+                with sdpa_kernel(SDPBackend.MATH):
+                    return super().__call__(attn, hidden_states, *args, **kwargs)
+            return super().__call__(attn, hidden_states, *args, **kwargs)
+
+    return CPUAttnProcessor()
 
 
 def reference_fans(args: FluxArgs) -> dict[str, tuple[int, int]]:

@@ -16,7 +16,13 @@ from trainperf import seeds
 from trainperf.contract.workload import TorchState, Workload
 from trainperf.errors import DataError
 from trainperf.workloads.common.llm import indexed, tokenizer
-from trainperf.workloads.common.llm.model import LLAMA31_8B, Decoder, DecoderArgs, reference_tensor_names
+from trainperf.workloads.common.llm.model import (
+    LLAMA31_8B,
+    Decoder,
+    DecoderArgs,
+    reference_tensor_names,
+    token_cross_entropy,
+)
 from trainperf.workloads.common.llm.packing import PackedSequences
 from trainperf.workloads.llama31_8b import DECAY_SCHEDULE, mini, reference
 
@@ -210,8 +216,7 @@ class LlamaWorkload(Workload):
 
     def loss(self, model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
         batch = batch.to(self.device, non_blocking=True)
-        logits = model(batch[:, :-1])
-        return F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        return token_cross_entropy(model(batch[:, :-1]), batch[:, 1:], compiled=self.config.switches.compile)
 
     # --- evaluation -------------------------------------------------------------------------------------
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:

@@ -13,6 +13,7 @@ of three and two: the same function, fewer kernels, which is most of a small mod
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -331,10 +332,22 @@ class MultiTokenPrediction(nn.Module):
         return self.norm(run_block(self.block, x))
 
 
-def next_token_loss(model: nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of every position's next token (labels: the tokens shifted by one; -100 is ignored)."""
-    logits = model(tokens)
+def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, *, compiled: bool = False) -> torch.Tensor:
+    """The decoder benchmarks' training loss: the mean cross-entropy, in fp32, of every position's logits against
+    its label (the next token; -100 is ignored). ``compiled`` (a run with ``--compile``): the same function through
+    ``torch.compile``, outside the compiled model, so that the fp32 cast, the log-softmax and their gradients over
+    the whole vocabulary fuse into a few loops instead of full-size passes over memory (deepseekv3_671b's mini step
+    in bf16 on the 2-core CPU: ``benchmarks/peers.py``, the workload's README)."""
+    return (_compiled_cross_entropy() if compiled else _cross_entropy)(logits, labels)
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+
+@functools.cache
+def _compiled_cross_entropy():
+    return torch.compile(_cross_entropy)
 
 
 def reference_tensor_names(model: Decoder) -> list[str]:
