@@ -259,9 +259,12 @@ def test_compile_wraps_the_placed_model(tmp_path, conv, monkeypatch):
         return Compiled(model)
 
     monkeypatch.setattr(torch, "compile", fake_compile)
+    snapped = []  # a workload's snapshot of its weights (flux1's pictures) gets the module, not compile's wrapper
+    monkeypatch.setattr(ConvWorkload, "snapshot", lambda self, model: snapped.append(model), raising=False)
     outcome, path = run_once(tmp_path, switches=Switches(compile=True))
     assert outcome.status == "success" and calls == [None]
     assert all(isinstance(m, Compiled) for m in conv["models"])
+    assert snapped and not any(isinstance(m, Compiled) or sw.compiled(m) for m in snapped)
     assert first(path, "trainperf_compile")["value"] is True
     sw.compile_model(torch.nn.Linear(1, 1), Switches(cuda_graphs=True))
     assert calls[-1] == "reduce-overhead"  # CUDA graphs: torch.compile's CUDA graph trees

@@ -428,7 +428,7 @@ class _Run:
         missing = [f for f, _ in spec.fields if f not in value]
         if missing:
             raise RuntimeError(f"{spec.key}: evaluation returned {sorted(value)}, without the field(s) {missing}")
-        snap = None if self.config.dry_run else self.w.snapshot(model)
+        snap = None if self.config.dry_run else self.w.snapshot(getattr(model, "_orig_mod", model))  # not compile's
         if snap is not None:
             self.snapshots.append((point, snap))
         self.inside += time.perf_counter() - t
