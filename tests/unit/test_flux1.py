@@ -185,12 +185,15 @@ def test_a_log_claiming_a_mini_run_of_it_is_told_there_is_none(without_mini):
 def test_under_a_cpus_bf16_autocast_attention_takes_the_plain_kernel():
     """PyTorch's CPU flash-attention backward is several times slower in bf16 than its plain kernel at the mini's
     shapes, so trainperf's FLUX attention takes the plain one under a CPU's bf16 autocast (and PyTorch's choice,
-    flash, in fp32); the bf16 step's loss agrees with the fp32 one to bf16's precision."""
+    flash, in fp32); the bf16 step's loss agrees with the fp32 one to bf16's precision. Every model a process builds
+    shares the processor's class, which torch.compile's guards hold on to."""
     from trainperf.workloads.flux1 import model as flux_model
 
     args = FLAVOURS["debug"]
     torch.manual_seed(0)
     net = flux_model.build(args)
+    [kind] = {type(p) for p in net.attn_processors.values()}
+    assert {type(p) for p in flux_model.build(args).attn_processors.values()} == {kind}  # one class: compile's guards
     g = torch.Generator().manual_seed(1)
     xt, t = torch.randn(2, args.in_channels // 4, 4, 4, generator=g), torch.rand(2, generator=g)  # 2x2 patches
     t5 = torch.randn(2, 3, args.joint_attention_dim, generator=g)

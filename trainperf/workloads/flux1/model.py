@@ -16,6 +16,7 @@ The two codes hold the same functions with the tensors laid out differently: dif
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
@@ -84,6 +85,13 @@ def _cpu_attention_processor():
     the mini's shapes (32 x 4 heads x 72 tokens x 32, forward and backward: 17.8 ms against 4.0 ms; fp32 flash 3.1
     ms), which cost a bf16 step more than its bf16 products save (``benchmarks/peers.py flux1 --precision bf16``).
     In fp32 and on a GPU the kernel is PyTorch's choice, as before."""
+    return _cpu_attention_processor_class()()
+
+
+@functools.cache
+def _cpu_attention_processor_class() -> type:
+    """One class for every model a process builds: ``torch.compile`` guards on the processor's type, and a class made
+    anew for each model would be freed with it and make the compiler start over for the next run's model."""
     from diffusers.models.transformers.transformer_flux import FluxAttnProcessor
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -94,7 +102,7 @@ def _cpu_attention_processor():
                     return super().__call__(attn, hidden_states, *args, **kwargs)
             return super().__call__(attn, hidden_states, *args, **kwargs)
 
-    return CPUAttnProcessor()
+    return CPUAttnProcessor
 
 
 def reference_fans(args: FluxArgs) -> dict[str, tuple[int, int]]:
