@@ -3,8 +3,9 @@
     python benchmarks/first_losses.py gpt_oss_20b --seed 100001 --steps 5
 
 The workload is built, seeded and stepped in a run's order (the seed derived for rank 0 before ``prepare``, the run's
-seed before ``build_model``, ``load_data``, ``build_optimizer``, then zero_grad, the workload's loss, backward, the
-recipe's clipping, the optimizer and its scheduler), under the workload's torch settings, fp32, one process. Each
+seed before ``build_model`` and ``parallelize``, ``load_data``, ``build_optimizer``, then zero_grad, the workload's
+loss, backward, the recipe's clipping, the optimizer and its scheduler), under the workload's torch settings, fp32,
+one process. Each
 loss is printed in decimal and as the float's exact hexadecimal form: two code versions that print the same lines
 computed the same steps bit for bit.
 """
@@ -32,7 +33,7 @@ def first_losses(key: str, seed: int, steps: int) -> list[float]:
             seed_everything(seeds.derive(seed, 0))
             w.prepare()
             seed_everything(seed)
-            model = w.build_model()
+            model = w.parallelize(w.build_model())  # placed as a run places it (a starting checkpoint loaded there)
             w.load_data()
             opt, sched = w.build_optimizer(model)
             batches = w.train_batches()
