@@ -280,7 +280,8 @@ class MoE(nn.Module):
     @torch.compiler.disable
     def _route(self, routed: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """Sorted tokens through their experts (here or on the ranks that hold them). Outside a compiled graph: the
-        row counts are the data's, and would make the compiler build a new graph for every step's counts."""
+        row counts are the data's, new every step, which a compiled graph would have to guard on or break at; here
+        the CPU's paths (grouped, padded) serve a compiled run as they serve an eager one."""
         if self.ep_size == 1:
             return self.experts(routed, counts.tolist())
         return self._exchange(routed, counts)
